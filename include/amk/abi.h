@@ -1,0 +1,160 @@
+/* AMK on-device ABI (IR_SPEC §8), version 0.2.
+ *
+ * The ONE header shared by host and device code. Plain C so nvcc, gcc and clang agree on every
+ * byte: fixed-width fields, no pointers-to-member, no C++ types. The IR (include/amk/ir.h) mirrors
+ * the enum codes and capacities below and checks them at compile time; a drift fails the build.
+ *
+ * Layout rules: every struct is POD and naturally aligned; the static asserts at the bottom pin
+ * sizes and offsets so a change here is a deliberate ABI bump, never an accident. */
+#ifndef AMK_ABI_H
+#define AMK_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define AMK_ABI_VERSION_MAJOR 0
+#define AMK_ABI_VERSION_MINOR 2
+
+#define AMK_MAX_INPUTS 8
+#define AMK_MAX_OUTPUTS 4
+#define AMK_MAX_WAITS 8
+#define AMK_MAX_RANK 4
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum amk_dtype_t {
+  AMK_DTYPE_F32 = 0,
+  AMK_DTYPE_F16 = 1,
+  AMK_DTYPE_BF16 = 2,
+  AMK_DTYPE_F8E4M3 = 3,
+  AMK_DTYPE_F8E5M2 = 4,
+  AMK_DTYPE_I32 = 5,
+  AMK_DTYPE_I8 = 6,
+  AMK_DTYPE_I4 = 7, /* packed 4-bit, two per byte */
+  AMK_DTYPE_U8 = 8,
+  AMK_DTYPE_BOOL = 9,
+  AMK_DTYPE_COUNT = 10
+} amk_dtype_t;
+
+typedef enum amk_memspace_t {
+  AMK_MEM_HBM = 0,
+  AMK_MEM_GLOBAL_SCRATCH = 1,
+  AMK_MEM_SMEM = 2,
+  AMK_MEM_REGISTER = 3,
+  AMK_MEM_COUNT = 4
+} amk_memspace_t;
+
+typedef enum amk_buffer_kind_t {
+  AMK_BUF_WEIGHT = 0,
+  AMK_BUF_ACTIVATION = 1,
+  AMK_BUF_KV_CACHE = 2,
+  AMK_BUF_IO_INPUT = 3,
+  AMK_BUF_IO_OUTPUT = 4,
+  AMK_BUF_CONST = 5,
+  AMK_BUF_COUNT = 6
+} amk_buffer_kind_t;
+
+/* Opcodes. Append only; never renumber. */
+typedef enum amk_opcode_t {
+  AMK_OP_NOP = 0,
+  AMK_OP_COPY = 1,
+  AMK_OP_EMBED = 2,
+  AMK_OP_RMSNORM = 3,
+  AMK_OP_LAYERNORM = 4,
+  AMK_OP_GEMV_TILE = 5,
+  AMK_OP_GEMM_TILE = 6,
+  AMK_OP_ATTENTION_TILE = 7,
+  AMK_OP_ROPE = 8,
+  AMK_OP_SILU_MUL = 9,
+  AMK_OP_GELU = 10,
+  AMK_OP_ADD = 11,
+  AMK_OP_MUL = 12,
+  AMK_OP_DEQUANT = 13,
+  AMK_OP_SOFTMAX = 14,
+  AMK_OP_ALLREDUCE_SHARD = 15,
+  AMK_OP_KV_APPEND = 16,
+  AMK_OP_SAMPLE_ARGMAX = 17,
+  AMK_OP_ATTENTION_COMBINE = 18,
+  AMK_OP_COUNT = 19
+} amk_opcode_t;
+
+/* ATTENTION_TILE flag bits (params.flags). */
+#define AMK_ATTN_FLAG_CAUSAL 1
+#define AMK_ATTN_FLAG_PARTIAL 2 /* write the un-normalised flash partial [acc | m | l] */
+
+/* Counters are 32-bit and only ever incremented. */
+typedef uint32_t amk_counter_t;
+
+/* Marshalled task params: the int32 PARAM_FIELDS in spec order, then the floats. */
+typedef struct amk_params_t {
+  int32_t K, N, M, N_tile, M_tile, n_off, m_off, hidden, vocab, head_dim, n_heads, n_kv_heads,
+      kv_start, kv_len, pos, qdtype, flags, group, dim;
+  float eps, scale, theta;
+} amk_params_t;
+
+/* A buffer resolved by the host loader: ptr already offset for paged activations. */
+typedef struct amk_buffer_t {
+  void* ptr;
+  int64_t numel;
+  int32_t rank, dtype, space, pad;
+  int64_t shape[AMK_MAX_RANK];
+  int64_t stride[AMK_MAX_RANK]; /* element strides, row-major */
+} amk_buffer_t;
+
+/* One task == one instruction invocation on one SM. */
+typedef struct amk_instruction_t {
+  int32_t op, n_inputs, n_outputs, n_waits;
+  int32_t inputs[AMK_MAX_INPUTS];
+  int32_t outputs[AMK_MAX_OUTPUTS];
+  int32_t wait_counter[AMK_MAX_WAITS];
+  int32_t wait_threshold[AMK_MAX_WAITS];
+  int32_t out_counter;
+  int32_t sm;
+  amk_params_t params;
+} amk_instruction_t;
+
+/* The resolved program the persistent kernel walks. SM s runs
+ * instructions[sm_queue[sm_queue_offset[s] .. sm_queue_offset[s+1])] in order. */
+typedef struct amk_program_t {
+  amk_buffer_t* buffers;
+  amk_counter_t* counters;
+  const amk_instruction_t* instructions;
+  const int32_t* sm_queue_offset; /* n_sms + 1 entries */
+  const int32_t* sm_queue;        /* n_instructions entries */
+  void* scratch;
+  int64_t scratch_bytes;
+  volatile uint32_t* abort_flag; /* != 0: every CTA leaves its spin and exits */
+  int32_t n_buffers, n_counters, n_instructions, n_sms;
+} amk_program_t;
+
+#ifdef __cplusplus
+} /* extern "C" */
+#define AMK_STATIC_ASSERT(c, m) static_assert(c, m)
+#else
+#define AMK_STATIC_ASSERT(c, m) _Static_assert(c, m)
+#endif
+
+AMK_STATIC_ASSERT(sizeof(amk_counter_t) == 4, "counters are uint32");
+AMK_STATIC_ASSERT(sizeof(amk_params_t) == 88, "amk_params_t: 19 int32 + 3 float");
+AMK_STATIC_ASSERT(offsetof(amk_params_t, dim) == 72, "amk_params_t int32 order");
+AMK_STATIC_ASSERT(offsetof(amk_params_t, eps) == 76, "amk_params_t floats follow ints");
+AMK_STATIC_ASSERT(offsetof(amk_params_t, theta) == 84, "amk_params_t float order");
+AMK_STATIC_ASSERT(sizeof(amk_buffer_t) == 96, "amk_buffer_t layout");
+AMK_STATIC_ASSERT(offsetof(amk_buffer_t, numel) == 8, "amk_buffer_t.numel");
+AMK_STATIC_ASSERT(offsetof(amk_buffer_t, rank) == 16, "amk_buffer_t.rank");
+AMK_STATIC_ASSERT(offsetof(amk_buffer_t, shape) == 32, "amk_buffer_t.shape");
+AMK_STATIC_ASSERT(offsetof(amk_buffer_t, stride) == 64, "amk_buffer_t.stride");
+AMK_STATIC_ASSERT(offsetof(amk_instruction_t, inputs) == 16, "amk_instruction_t.inputs");
+AMK_STATIC_ASSERT(offsetof(amk_instruction_t, outputs) == 48, "amk_instruction_t.outputs");
+AMK_STATIC_ASSERT(offsetof(amk_instruction_t, wait_counter) == 64, "amk_instruction_t.wait_counter");
+AMK_STATIC_ASSERT(offsetof(amk_instruction_t, wait_threshold) == 96,
+                  "amk_instruction_t.wait_threshold");
+AMK_STATIC_ASSERT(offsetof(amk_instruction_t, out_counter) == 128, "amk_instruction_t.out_counter");
+AMK_STATIC_ASSERT(offsetof(amk_instruction_t, params) == 136, "amk_instruction_t.params");
+AMK_STATIC_ASSERT(sizeof(amk_instruction_t) == 224, "amk_instruction_t layout");
+
+#undef AMK_STATIC_ASSERT
+
+#endif /* AMK_ABI_H */

@@ -1,0 +1,36 @@
+// The on-disk JSON format (IR_SPEC §6), version 0.2.0.
+// Loading trusts nothing: every error names the JSON path ("$.tasks[3].waits[0].threshold") and
+// nothing in the input can crash the loader or exhaust its stack.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "amk/ir.h"
+
+namespace amk {
+
+struct LoadResult {
+  std::optional<Program> program;    // set on success
+  std::string error;                 // set on failure: what and where
+  std::vector<std::string> warnings; // forward-compatibility notes (dropped unknown fields, ...)
+  explicit operator bool() const { return program.has_value(); }
+};
+
+LoadResult program_from_json(std::string_view text);
+LoadResult load_program(const std::filesystem::path& path);
+
+// Stable, indent-2 output; program_to_json(program_from_json(program_to_json(p))) is
+// byte-identical to program_to_json(p). No trailing newline (save() adds one).
+std::string program_to_json(const Program& program);
+// Writes program_to_json + "\n"; returns false and sets *error on an I/O failure.
+bool save_program(const Program& program, const std::filesystem::path& path, std::string* error);
+
+// The pieces, for the commands' --json output and the config file of later issues.
+std::string target_to_json(const GpuTarget& target);
+std::string config_to_json(const ScheduleConfig& config);
+
+}  // namespace amk

@@ -1,0 +1,2 @@
+// STUB: replaced by the amk command.
+int main() { return 2; }

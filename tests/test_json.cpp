@@ -1,0 +1,2 @@
+#include <gtest/gtest.h>
+// placeholder until this suite lands
