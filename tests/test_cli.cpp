@@ -1,2 +1,303 @@
+// The `amk` command, run as a subprocess: exit codes, key output, and the --json contracts.
+// Also keeps examples/llama_block.json identical to what build_llama_block produces.
 #include <gtest/gtest.h>
-// placeholder until this suite lands
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "amk/json.h"
+#include "support/llama_block.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CmdResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Runs `amk ARGS`, capturing stdout through the pipe and stderr through a scratch file.
+CmdResult amk(const std::string& args) {
+  static std::atomic<int> n{0};
+  const fs::path err_file = fs::temp_directory_path() / ("amk_cli_test_" + std::to_string(getpid()) +
+                                                         "_" + std::to_string(n++) + ".err");
+  const std::string cmd = quoted(AMK_BINARY) + " " + args + " 2>" + quoted(err_file.string());
+  CmdResult r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  size_t got = 0;
+  while ((got = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, got);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.err = read_file(err_file);
+  fs::remove(err_file);
+  return r;
+}
+
+std::string data(const std::string& name) { return quoted(std::string(AMK_TESTDATA_DIR) + "/cli/" + name); }
+std::string example() { return quoted(std::string(AMK_EXAMPLES_DIR) + "/llama_block.json"); }
+
+nlohmann::json parse_json(const CmdResult& r) {
+  try {
+    return nlohmann::json::parse(r.out);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "stdout is not JSON (" << e.what() << "):\n" << r.out;
+    return {};
+  }
+}
+
+bool has_line_with(const std::string& text, const std::string& word) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.find(word) != std::string::npos) return true;
+  return false;
+}
+
+// ---- validate -------------------------------------------------------------------------------
+TEST(CliValidate, AcceptedExitsZero) {
+  const CmdResult r = amk("validate " + data("accepted.json"));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("[VALID]"), std::string::npos) << r.out;
+}
+
+TEST(CliValidate, RejectedExitsOne) {
+  const CmdResult r = amk("validate " + data("rejected_partial_wait.json"));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("[REJECTED]"), std::string::npos) << r.out;
+  EXPECT_TRUE(has_line_with(r.out, "ERROR")) << r.out;
+}
+
+TEST(CliValidate, WarningsArePrintedWithTheWordWarning) {
+  const CmdResult r = amk("validate " + data("warning.json"));
+  EXPECT_EQ(r.exit_code, 0) << "warnings do not reject\n" << r.out << r.err;
+  EXPECT_TRUE(has_line_with(r.out, "warning")) << r.out;
+}
+
+TEST(CliValidate, MalformedJsonExitsTwoNamingThePath) {
+  const CmdResult r = amk("validate " + data("malformed.json"));
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("malformed.json"), std::string::npos) << r.err;
+}
+
+TEST(CliValidate, InvalidFieldExitsTwo) {
+  const CmdResult r = amk("validate " + data("bad_enum.json"));
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("bad_enum.json"), std::string::npos) << r.err;
+}
+
+TEST(CliValidate, MissingFileExitsTwo) {
+  const CmdResult r = amk("validate " + data("does_not_exist.json"));
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("does_not_exist.json"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no such file"), std::string::npos) << r.err;
+}
+
+TEST(CliValidate, DirectoryExitsTwo) {
+  const CmdResult r = amk("validate " + quoted(AMK_TESTDATA_DIR));
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+}
+
+TEST(CliValidate, JsonOutputParses) {
+  const CmdResult ok = amk("validate --json " + data("accepted.json"));
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  const nlohmann::json j = parse_json(ok);
+  EXPECT_EQ(j.value("verdict", ""), "VALID");
+  EXPECT_EQ(j.value("ok", false), true);
+  EXPECT_TRUE(j["errors"].is_array() && j["errors"].empty());
+  EXPECT_TRUE(j["warnings"].is_array());
+  EXPECT_EQ(j["stats"].value("tasks", -1), 6);
+  EXPECT_EQ(j["stats"].value("buffers", -1), 6);
+
+  const CmdResult bad = amk("validate --json " + data("rejected_partial_wait.json"));
+  EXPECT_EQ(bad.exit_code, 1);
+  const nlohmann::json b = parse_json(bad);
+  EXPECT_EQ(b.value("verdict", ""), "REJECTED");
+  EXPECT_EQ(b.value("ok", true), false);
+  EXPECT_FALSE(b["errors"].empty());
+
+  const CmdResult warn = amk("validate --json " + data("warning.json"));
+  EXPECT_EQ(warn.exit_code, 0);
+  EXPECT_FALSE(parse_json(warn)["warnings"].empty());
+
+  const CmdResult missing = amk("validate --json " + data("nope.json"));
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_EQ(parse_json(missing).value("verdict", ""), "UNREADABLE");
+}
+
+// ---- info -----------------------------------------------------------------------------------
+TEST(CliInfo, ExamplePrintsCountsAndTheFloor) {
+  const CmdResult r = amk("info " + example());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* word : {"GEMV_TILE", "ATTENTION_TILE", "WEIGHT", "KV_CACHE", "counters",
+                           "weights", "floor", "µs", "measured", "[VALID]"})
+    EXPECT_NE(r.out.find(word), std::string::npos) << word << " missing from\n" << r.out;
+}
+
+TEST(CliInfo, JsonFloorIsWeightBytesOverBandwidth) {
+  const CmdResult r = amk("info --json " + example());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = parse_json(r);
+  const double weight_bytes = j.value("weight_bytes", 0.0);
+  EXPECT_GT(weight_bytes, 0.0);
+  EXPECT_EQ(j.value("target", ""), "h100");
+  EXPECT_NEAR(j.value("floor_us_spec", 0.0), weight_bytes / 3350e9 * 1e6, 1e-9);
+  EXPECT_NEAR(j.value("floor_us_measured", 0.0), weight_bytes / 3100e9 * 1e6, 1e-9);
+  EXPECT_EQ(j["tasks_by_op"].value("EMBED", 0), 1);
+  EXPECT_EQ(j["buffers_by_kind"].value("KV_CACHE", 0), 2);
+  EXPECT_EQ(j.value("ok", false), true);
+}
+
+TEST(CliInfo, NoTargetSaysSoAndGpuPicksOne) {
+  const CmdResult r = amk("info " + data("no_target.json"));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("no target"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--gpu"), std::string::npos) << r.out;
+
+  const CmdResult h200 = amk("info --json --gpu h200 " + data("no_target.json"));
+  EXPECT_EQ(h200.exit_code, 0) << h200.err;
+  const nlohmann::json j = parse_json(h200);
+  EXPECT_EQ(j.value("target", ""), "h200");
+  EXPECT_NEAR(j.value("floor_us_spec", 0.0), j.value("weight_bytes", 0.0) / 4800e9 * 1e6, 1e-9);
+
+  EXPECT_EQ(amk("info --gpu nosuchgpu " + data("no_target.json")).exit_code, 2);
+}
+
+TEST(CliInfo, BadInputExitsTwo) {
+  EXPECT_EQ(amk("info " + data("malformed.json")).exit_code, 2);
+  EXPECT_EQ(amk("info " + data("nope.json")).exit_code, 2);
+}
+
+// ---- targets --------------------------------------------------------------------------------
+TEST(CliTargets, ListsTheBuiltInTargets) {
+  const CmdResult r = amk("targets");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* word : {"h100", "h200", "b200", "sm_90", "3350", "4450", "measured GB/s"})
+    EXPECT_NE(r.out.find(word), std::string::npos) << word << " missing from\n" << r.out;
+
+  const CmdResult j = amk("targets --json");
+  EXPECT_EQ(j.exit_code, 0) << j.err;
+  const nlohmann::json arr = parse_json(j);
+  ASSERT_TRUE(arr.is_array());
+  bool h100 = false, h200 = false;
+  for (const auto& t : arr) {
+    h100 |= t.value("name", "") == "h100";
+    h200 |= t.value("name", "") == "h200";
+  }
+  EXPECT_TRUE(h100 && h200) << j.out;
+}
+
+// ---- exec -----------------------------------------------------------------------------------
+TEST(CliExec, ExamplePrintsTheToken) {
+  const CmdResult r = amk("exec " + example());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("next_token"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("logits"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("status: Ok"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("nan"), std::string::npos) << "every output is written\n" << r.out;
+}
+
+TEST(CliExec, JsonReportsTheTokenDeterministically) {
+  const CmdResult a = amk("exec --json --seed 3 " + example());
+  EXPECT_EQ(a.exit_code, 0) << a.err;
+  const nlohmann::json j = parse_json(a);
+  EXPECT_EQ(j.value("status", ""), "Ok");
+  EXPECT_EQ(j.value("fired", 0), j.value("tasks", -1));
+  bool saw_token = false;
+  for (const auto& o : j["outputs"]) {
+    if (o.value("name", "") != "next_token") continue;
+    saw_token = true;
+    ASSERT_TRUE(o.contains("value")) << o.dump();
+    EXPECT_GE(o["value"].get<int64_t>(), 0);
+    EXPECT_LT(o["value"].get<int64_t>(), amk::testing::LlamaBlockShape{}.vocab);
+  }
+  EXPECT_TRUE(saw_token) << a.out;
+  const CmdResult b = amk("exec --json --seed 3 --order random " + example());
+  EXPECT_EQ(parse_json(b)["outputs"], j["outputs"]) << "firing order cannot change the result";
+}
+
+TEST(CliExec, RepeatedRandomRunsAgree) {
+  const CmdResult r = amk("exec --order random --runs 3 --seed 11 " + example());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("identical across runs: yes"), std::string::npos) << r.out;
+}
+
+TEST(CliExec, SmallProgramRuns) {
+  const CmdResult r = amk("exec " + data("accepted.json"));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("token"), std::string::npos) << r.out;
+}
+
+TEST(CliExec, RefusesRejectedAndBadInput) {
+  const CmdResult rej = amk("exec " + data("rejected_partial_wait.json"));
+  EXPECT_EQ(rej.exit_code, 1) << rej.out << rej.err;
+  EXPECT_NE(rej.out.find("Rejected"), std::string::npos) << rej.out;
+  EXPECT_EQ(amk("exec " + data("malformed.json")).exit_code, 2);
+  EXPECT_EQ(amk("exec " + data("nope.json")).exit_code, 2);
+  EXPECT_EQ(amk("exec --order sideways " + example()).exit_code, 2);
+  EXPECT_EQ(amk("exec --runs 0 " + example()).exit_code, 2);
+}
+
+// ---- usage ----------------------------------------------------------------------------------
+TEST(CliUsage, UnknownCommandOrFlagExitsTwoWithUsageOnStderr) {
+  const CmdResult r = amk("frobnicate");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("validate"), std::string::npos) << "usage lists the commands\n" << r.err;
+  EXPECT_EQ(amk("").exit_code, 2);
+  EXPECT_EQ(amk("validate --bogus " + data("accepted.json")).exit_code, 2);
+  EXPECT_EQ(amk("validate").exit_code, 2);
+  EXPECT_EQ(amk("--bogus").exit_code, 2);
+}
+
+TEST(CliUsage, HelpAndVersion) {
+  const CmdResult help = amk("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* cmd : {"validate", "info", "targets", "exec"})
+    EXPECT_NE(help.out.find(cmd), std::string::npos) << help.out;
+  const CmdResult sub = amk("exec --help");
+  EXPECT_EQ(sub.exit_code, 0);
+  EXPECT_NE(sub.out.find("--seed"), std::string::npos) << sub.out;
+  const CmdResult v = amk("--version");
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_NE(v.out.find("IR 0.2.0"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("ABI 0.2"), std::string::npos) << v.out;
+}
+
+// ---- the committed example ------------------------------------------------------------------
+// AMK_REGENERATE_EXAMPLES=1 rewrites examples/llama_block.json; otherwise it must equal a fresh
+// build byte for byte, so the README's program never drifts from the builder.
+TEST(CliExample, LlamaBlockJsonMatchesTheBuilder) {
+  const amk::Program program = amk::testing::build_llama_block({}, 0);
+  const fs::path path = fs::path(AMK_EXAMPLES_DIR) / "llama_block.json";
+  const char* regen = std::getenv("AMK_REGENERATE_EXAMPLES");
+  if (regen != nullptr && std::string(regen) == "1") {
+    std::string error;
+    ASSERT_TRUE(amk::save_program(program, path, &error)) << error;
+  }
+  const std::string fresh = amk::program_to_json(program) + "\n";
+  EXPECT_EQ(read_file(path), fresh)
+      << path << " is stale; regenerate with AMK_REGENERATE_EXAMPLES=1 ./amk_tests "
+      << "--gtest_filter=CliExample.*";
+}
+
+}  // namespace

@@ -1,2 +1,1096 @@
+// validate(): every invariant has a REJECTED counterexample and an ACCEPTED twin that differs
+// minimally, plus robustness (random mutation, huge cycles) and scale (the full race check runs
+// above the 8,000 tasks where the reference design gave up).
 #include <gtest/gtest.h>
-// placeholder until this suite lands
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <string_view>
+
+#include "amk/validate.h"
+#include "support/program_gen.h"
+
+namespace amk {
+namespace {
+
+// ---- assertions that print the whole report when they fail ---------------------------------------
+bool contains_any(const std::vector<std::string>& lines, std::string_view needle) {
+  for (const auto& l : lines)
+    if (l.find(needle) != std::string::npos) return true;
+  return false;
+}
+
+::testing::AssertionResult Accepted(const ValidationResult& r) {
+  if (r.ok) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "expected VALID, got:\n" << r.report();
+}
+
+::testing::AssertionResult Rejected(const ValidationResult& r, std::string_view needle) {
+  if (!r.ok && contains_any(r.errors, needle)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "expected REJECTED with an error containing '" << needle
+                                       << "', got:\n" << r.report();
+}
+
+::testing::AssertionResult Warned(const ValidationResult& r, std::string_view needle) {
+  if (contains_any(r.warnings, needle)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "expected a warning containing '" << needle << "', got:\n"
+                                       << r.report();
+}
+
+::testing::AssertionResult Clean(const ValidationResult& r) {
+  if (r.ok && r.warnings.empty()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "expected VALID without warnings, got:\n" << r.report();
+}
+
+Params gemv_params(int64_t k, int64_t n_tile, int64_t n_off) {
+  Params p;
+  p.set_int("K", k);
+  p.set_int("N_tile", n_tile);
+  p.set_int("n_off", n_off);
+  return p;
+}
+
+Params norm_params(int64_t hidden = 16) {
+  Params p;
+  p.set_real("eps", 1e-5);
+  p.set_int("hidden", hidden);
+  return p;
+}
+
+// x -> rmsnorm -> h -> two GEMV tiles (one shared counter) -> y (IO_OUTPUT).
+struct Tiny {
+  Program p;
+  int64_t x, nw, w, h, y;
+  int64_t c_norm, c_proj;
+};
+
+Tiny tiny() {
+  Tiny t;
+  Program& p = t.p;
+  t.x = p.new_buffer("x", BufferKind::IO_INPUT, DType::F16, {1, 16});
+  t.nw = p.new_buffer("norm.w", BufferKind::WEIGHT, DType::F16, {16}, MemSpace::HBM, "norm.weight");
+  t.w = p.new_buffer("proj.w", BufferKind::WEIGHT, DType::F16, {16, 16}, MemSpace::HBM, "proj.weight");
+  t.h = p.new_buffer("h", BufferKind::ACTIVATION, DType::F16, {1, 16}, MemSpace::GLOBAL_SCRATCH);
+  t.y = p.new_buffer("y", BufferKind::IO_OUTPUT, DType::F16, {1, 16});
+  t.c_norm = p.new_counter("norm done");
+  t.c_proj = p.new_counter("proj done");
+  p.add_task(Op::RMSNORM, {t.x, t.nw}, {t.h}, t.c_norm, {}, norm_params(), "norm");
+  p.add_task(Op::GEMV_TILE, {t.h, t.w}, {t.y}, t.c_proj, {{t.c_norm, 1}}, gemv_params(16, 8, 0), "proj0");
+  p.add_task(Op::GEMV_TILE, {t.h, t.w}, {t.y}, t.c_proj, {{t.c_norm, 1}}, gemv_params(16, 8, 8), "proj1");
+  return t;
+}
+
+// n producers (NOP, one counter each or shared) feeding tasks as the tests need.
+int64_t add_nop(Program& p, int64_t counter, std::vector<Wait> waits = {}, std::string label = "nop") {
+  p.add_task(Op::NOP, {}, {}, counter, std::move(waits), {}, std::move(label));
+  return static_cast<int64_t>(p.tasks.size()) - 1;
+}
+
+// ---- the baseline ----------------------------------------------------------------------------------
+TEST(ValidateBasics, TinyProgramIsValidAndReportsStats) {
+  const auto r = validate(tiny().p);
+  ASSERT_TRUE(Clean(r));
+  EXPECT_EQ(r.stats.tasks, 3);
+  EXPECT_EQ(r.stats.buffers, 5);
+  EXPECT_EQ(r.stats.counters, 2);
+  EXPECT_EQ(r.stats.edges, 2);
+  EXPECT_TRUE(r.stats.acyclic);
+  EXPECT_FALSE(r.stats.sm_assigned);
+  EXPECT_GT(r.stats.hb_queries, 0);
+  EXPECT_EQ(r.report().rfind("[VALID] tasks=3 buffers=5 counters=2 edges=2 acyclic=true weight_MB=0.00 "
+                             "sm_assigned=false", 0),
+            0u)
+      << r.report();
+}
+
+TEST(ValidateBasics, EmptyProgramIsValid) { EXPECT_TRUE(Clean(validate(Program{}))); }
+
+TEST(ValidateBasics, ReportListsErrorsAndWarnings) {
+  Tiny t = tiny();
+  t.p.tasks[1].inputs.push_back(99);  // a missing (optional third) input
+  t.p.tasks[0].params.set_int("bogus", 1);
+  const auto r = validate(t.p);
+  const std::string rep = r.report();
+  EXPECT_EQ(rep.rfind("[REJECTED] tasks=3", 0), 0u) << rep;
+  EXPECT_NE(rep.find("\n  ERROR: task 1 (proj0) reads missing buffer 99"), std::string::npos) << rep;
+  EXPECT_NE(rep.find("\n  warning: task 0 (norm) param 'bogus'"), std::string::npos) << rep;
+  EXPECT_FALSE(static_cast<bool>(r));
+}
+
+TEST(ValidateBasics, EdgesCountDistinctPairsWithoutListingThem) {
+  // An all-join of 128 tiles into 128 consumers: 16,384 pairs.
+  Program p;
+  const int64_t c = p.new_counter(), d = p.new_counter();
+  for (int i = 0; i < 128; ++i) add_nop(p, c);
+  for (int i = 0; i < 128; ++i) add_nop(p, d, {{c, 128}, {c, 128}});  // a duplicated wait counts once
+  const auto r = validate(p);
+  ASSERT_TRUE(Accepted(r));
+  EXPECT_EQ(r.stats.edges, 128 * 128);
+}
+
+// ---- referential integrity -------------------------------------------------------------------------
+TEST(ValidateReferences, MissingBufferIsRejected) {
+  Tiny t = tiny();
+  t.p.tasks[1].inputs[0] = 99;
+  EXPECT_TRUE(Rejected(validate(t.p), "task 1 (proj0) reads missing buffer 99"));
+  t = tiny();
+  t.p.tasks[2].outputs[0] = -3;
+  EXPECT_TRUE(Rejected(validate(t.p), "task 2 (proj1) writes missing buffer -3"));
+  EXPECT_TRUE(Accepted(validate(tiny().p)));
+}
+
+TEST(ValidateReferences, MissingCounterIsRejected) {
+  Tiny t = tiny();
+  t.p.tasks[1].waits[0].counter = 42;
+  EXPECT_TRUE(Rejected(validate(t.p), "waits on missing counter 42"));
+  t = tiny();
+  t.p.tasks[0].out_counter = -1;
+  EXPECT_TRUE(Rejected(validate(t.p), "increments missing counter -1"));
+}
+
+TEST(ValidateReferences, IdsMustBeDense) {
+  Tiny t = tiny();
+  t.p.buffers[2].id = 7;
+  EXPECT_TRUE(Rejected(validate(t.p), "buffer at index 2 has id 7"));
+  t = tiny();
+  t.p.counters[1].id = 0;  // duplicate id
+  EXPECT_TRUE(Rejected(validate(t.p), "counter at index 1 has id 0"));
+  t = tiny();
+  t.p.tasks[2].id = -5;
+  EXPECT_TRUE(Rejected(validate(t.p), "task at index 2 has id -5"));
+}
+
+TEST(ValidateReferences, InvalidEnumValuesAreRejected) {
+  Tiny t = tiny();
+  t.p.tasks[0].op = static_cast<Op>(77);
+  EXPECT_TRUE(Rejected(validate(t.p), "invalid opcode 77"));
+  t = tiny();
+  t.p.buffers[3].kind = static_cast<BufferKind>(9);
+  EXPECT_TRUE(Rejected(validate(t.p), "invalid kind code 9"));
+  t = tiny();
+  t.p.buffers[3].dtype = static_cast<DType>(-1);
+  EXPECT_TRUE(Rejected(validate(t.p), "invalid dtype code -1"));
+  t = tiny();
+  t.p.buffers[3].space = static_cast<MemSpace>(4);
+  EXPECT_TRUE(Rejected(validate(t.p), "invalid memory space code 4"));
+}
+
+TEST(ValidateReferences, CounterInitMustBeZero) {
+  Tiny t = tiny();
+  t.p.counters[0].init = 1;
+  EXPECT_TRUE(Rejected(validate(t.p), "counter 0 has init 1 != 0"));
+}
+
+// ---- arity, params, caps ---------------------------------------------------------------------------
+TEST(ValidateArity, InputAndOutputCountsFollowTheRegistry) {
+  Tiny t = tiny();
+  t.p.tasks[1].inputs = {t.h};
+  EXPECT_TRUE(Rejected(validate(t.p), "GEMV_TILE arity: 1 inputs, expected [2,3]"));
+  t = tiny();
+  const int64_t bias = t.p.new_buffer("bias", BufferKind::WEIGHT, DType::F16, {16});
+  t.p.tasks[1].inputs.push_back(bias);  // the optional third input
+  EXPECT_TRUE(Accepted(validate(t.p)));
+  t = tiny();
+  t.p.tasks[0].outputs.push_back(t.h);
+  EXPECT_TRUE(Rejected(validate(t.p), "RMSNORM expected 1 outputs, got 2"));
+}
+
+TEST(ValidateParams, RequiredParamMustBePresent) {
+  Tiny t = tiny();
+  Params p;
+  p.set_int("N_tile", 8);
+  p.set_int("n_off", 0);
+  t.p.tasks[1].params = p;
+  EXPECT_TRUE(Rejected(validate(t.p), "GEMV_TILE missing required param 'K'"));
+  p.set_int("K", 16);
+  t.p.tasks[1].params = p;
+  EXPECT_TRUE(Accepted(validate(t.p)));
+}
+
+TEST(ValidateParams, Int32FieldsMustBeIntegersInRange) {
+  const std::pair<ParamValue, bool> cases[] = {
+      {ParamValue::integer(16), true},
+      {ParamValue::integer(std::numeric_limits<int32_t>::max()), true},
+      {ParamValue::integer(std::numeric_limits<int32_t>::min()), true},
+      {ParamValue::real(16.0), false},  // a float where an int marshals
+      {ParamValue::integer(int64_t{1} << 31), false},
+      {ParamValue::integer(-(int64_t{1} << 31) - 1), false},
+      {ParamValue::other("true"), false},
+      {ParamValue::other("\"16\""), false},
+  };
+  for (const auto& [value, ok] : cases) {
+    Tiny t = tiny();
+    t.p.tasks[1].params.set("K", value);
+    const auto r = validate(t.p);
+    if (ok)
+      EXPECT_TRUE(Accepted(r));
+    else
+      EXPECT_TRUE(Rejected(r, "param 'K'=")) << "must be an int32";
+    if (!ok) EXPECT_TRUE(contains_any(r.errors, "must be an int32"));
+  }
+}
+
+TEST(ValidateParams, RealFieldsMustBeFiniteNumbers) {
+  const std::pair<ParamValue, bool> cases[] = {
+      {ParamValue::real(1e-5), true},
+      {ParamValue::integer(0), true},  // an int marshals to float fine
+      {ParamValue::other("null"), false},
+      {ParamValue::real(std::nan("")), false},
+  };
+  for (const auto& [value, ok] : cases) {
+    Tiny t = tiny();
+    t.p.tasks[0].params.set("eps", value);
+    const auto r = validate(t.p);
+    if (ok)
+      EXPECT_TRUE(Accepted(r));
+    else
+      EXPECT_TRUE(Rejected(r, "param 'eps'="));
+  }
+}
+
+TEST(ValidateParams, UnknownParamIsOnlyAWarning) {
+  Tiny t = tiny();
+  t.p.tasks[1].params.set_int("kv_block", 128);
+  const auto r = validate(t.p);
+  EXPECT_TRUE(Accepted(r));
+  EXPECT_TRUE(Warned(r, "param 'kv_block' is not a known amk_params_t field"));
+}
+
+TEST(ValidateCaps, NineInputsAreRejectedEightAccepted) {
+  for (int n : {8, 9}) {
+    Program p;
+    std::vector<int64_t> in;
+    for (int i = 0; i < n; ++i)
+      in.push_back(p.new_buffer("s" + std::to_string(i), BufferKind::IO_INPUT, DType::F32, {4}));
+    const int64_t out = p.new_buffer("o", BufferKind::IO_OUTPUT, DType::F32, {4});
+    p.add_task(Op::ALLREDUCE_SHARD, in, {out}, p.new_counter(), {}, {}, "reduce");
+    if (n == 8)
+      EXPECT_TRUE(Clean(validate(p)));
+    else
+      EXPECT_TRUE(Rejected(validate(p), "has 9 inputs > ABI_MAX_INPUTS=8"));
+  }
+}
+
+TEST(ValidateCaps, FiveOutputsAreRejected) {
+  Program p;
+  std::vector<int64_t> out;
+  for (int i = 0; i < 5; ++i)
+    out.push_back(p.new_buffer("o" + std::to_string(i), BufferKind::IO_OUTPUT, DType::F32, {4}));
+  p.add_task(Op::NOP, {}, out, p.new_counter());
+  EXPECT_TRUE(Rejected(validate(p), "has 5 outputs > ABI_MAX_OUTPUTS=4"));
+}
+
+TEST(ValidateCaps, NineWaitsAreRejectedEightAccepted) {
+  for (int n : {8, 9}) {
+    Program p;
+    std::vector<Wait> waits;
+    for (int i = 0; i < n; ++i) {
+      const int64_t c = p.new_counter();
+      add_nop(p, c);
+      waits.push_back({c, 1});
+    }
+    add_nop(p, p.new_counter(), waits, "join");
+    if (n == 8)
+      EXPECT_TRUE(Clean(validate(p)));
+    else
+      EXPECT_TRUE(Rejected(validate(p), "has 9 waits > ABI_MAX_WAITS=8"));
+  }
+}
+
+TEST(ValidateCaps, RankFiveIsRejectedRankFourAccepted) {
+  Tiny t = tiny();
+  t.p.buffers[static_cast<size_t>(t.w)].shape = {1, 1, 1, 16, 16};
+  const auto r = validate(t.p);
+  EXPECT_TRUE(Rejected(r, "task 1 (proj0) uses buffer #2 ('proj.w') of rank 5 > ABI_MAX_RANK=4"));
+  EXPECT_TRUE(Rejected(r, "buffer #2 ('proj.w') has rank 5"));
+  t.p.buffers[static_cast<size_t>(t.w)].shape = {1, 1, 16, 16};
+  EXPECT_TRUE(Accepted(validate(t.p)));
+  // An unused buffer of rank 5 is still reported, as is a negative dimension.
+  Program p;
+  p.new_buffer("unused", BufferKind::WEIGHT, DType::F32, {1, 1, 1, 1, 1});
+  p.new_buffer("neg", BufferKind::WEIGHT, DType::F32, {4, -2});
+  const auto r2 = validate(p);
+  EXPECT_TRUE(Rejected(r2, "has rank 5"));
+  EXPECT_TRUE(Rejected(r2, "has negative dimension -2"));
+}
+
+// ---- thresholds and the all-join rule ------------------------------------------------------------
+TEST(ValidateThresholds, ZeroAndNegativeAreRejected) {
+  for (int64_t bad : {int64_t{0}, int64_t{-3}}) {
+    Tiny t = tiny();
+    t.p.tasks[1].waits[0].threshold = bad;
+    EXPECT_TRUE(Rejected(validate(t.p), "threshold " + std::to_string(bad) + " on counter 0 is not a positive static int"));
+  }
+}
+
+TEST(ValidateThresholds, AboveProducerCountIsRejected) {
+  Tiny t = tiny();
+  const int64_t out = t.p.new_buffer("z", BufferKind::IO_OUTPUT, DType::F16, {1, 16});
+  t.p.add_task(Op::COPY, {t.y}, {out}, t.p.new_counter(), {{t.c_proj, 3}}, {}, "copy");
+  EXPECT_TRUE(Rejected(validate(t.p), "threshold 3 > 2 producers of counter 1, unsatisfiable"));
+  t.p.tasks[3].waits[0].threshold = int64_t{1} << 40;
+  EXPECT_TRUE(Rejected(validate(t.p), "threshold 1099511627776 > 2 producers"));
+  t.p.tasks[3].waits[0].threshold = 2;
+  EXPECT_TRUE(Clean(validate(t.p)));
+}
+
+TEST(ValidateThresholds, CounterWithoutProducerIsADeadlock) {
+  Program p;
+  const int64_t c = p.new_counter("nobody signals me");
+  add_nop(p, p.new_counter(), {{c, 1}}, "waiter");
+  EXPECT_TRUE(Rejected(validate(p), "task 0 (waiter) waits on counter 0 with NO producer"));
+  add_nop(p, c, {}, "signaller");
+  EXPECT_TRUE(Clean(validate(p)));
+}
+
+TEST(ValidateThresholds, PartialWaitOnSharedCounterIsARace) {
+  for (int64_t t : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}}) {
+    Program p;
+    const int64_t c = p.new_counter("4 producers");
+    for (int i = 0; i < 4; ++i) add_nop(p, c);
+    add_nop(p, p.new_counter(), {{c, t}}, "consumer");
+    const auto r = validate(p);
+    if (t == 4)
+      EXPECT_TRUE(Clean(r));
+    else  // t = 1 is the first-of-N race: any one producer satisfies it
+      EXPECT_TRUE(Rejected(r, "partial wait threshold " + std::to_string(t) +
+                                  " on shared counter 0 (4 producers)"));
+  }
+}
+
+TEST(ValidateThresholds, SingleProducerCounterMayBeWaitedWithOne) {
+  Program p;
+  const int64_t c = p.new_counter();
+  add_nop(p, c);
+  add_nop(p, p.new_counter(), {{c, 1}});
+  EXPECT_TRUE(Clean(validate(p)));
+}
+
+TEST(ValidateThresholds, WaitingOnOwnCounterIsASelfDeadlock) {
+  Tiny t = tiny();
+  t.p.tasks[1].waits.push_back({t.c_proj, 2});
+  const auto r = validate(t.p);
+  EXPECT_TRUE(Rejected(r, "task 1 (proj0) waits on its OWN out_counter 1, self-deadlock"));
+  EXPECT_TRUE(Rejected(r, "CYCLE"));
+  EXPECT_FALSE(r.stats.acyclic);
+}
+
+// ---- acyclicity ------------------------------------------------------------------------------------
+// Task i waits on the counter of task i-1; task 0 waits on the last one when `closed`.
+Program ring(int64_t n, bool closed) {
+  Program p;
+  for (int64_t i = 0; i < n; ++i) p.new_counter();
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<Wait> waits;
+    if (i > 0) waits.push_back({i - 1, 1});
+    if (i == 0 && closed) waits.push_back({n - 1, 1});
+    add_nop(p, i, waits, "r" + std::to_string(i));
+  }
+  return p;
+}
+
+TEST(ValidateCycles, SmallCycleHasAReadableWitness) {
+  const auto r = validate(ring(3, true));
+  EXPECT_TRUE(Rejected(r, "producer->consumer graph has a CYCLE, structural deadlock. cycle: "));
+  EXPECT_TRUE(Rejected(r, "0:r0 -> 1:r1 -> 2:r2 -> 0:r0"));
+  EXPECT_FALSE(r.stats.acyclic);
+  EXPECT_TRUE(Clean(validate(ring(3, false))));
+}
+
+TEST(ValidateCycles, SixThousandTaskCycleIsFoundIteratively) {
+  const auto r = validate(ring(6000, true));
+  EXPECT_TRUE(Rejected(r, "cycle (6000 tasks): 0:r0 -> 1:r1 -> "));
+  EXPECT_TRUE(Rejected(r, "5999:r5999 -> 0:r0"));
+  EXPECT_TRUE(Clean(validate(ring(6000, false))));
+}
+
+TEST(ValidateCycles, TwoHundredThousandTaskCycleDoesNotOverflowTheStack) {
+  const auto r = validate(ring(200000, true));
+  EXPECT_TRUE(Rejected(r, "cycle (200000 tasks)"));
+  EXPECT_LT(r.report().size(), 4096u);  // the witness keeps its ends, not 200k names
+}
+
+TEST(ValidateCycles, CycleBehindAnAcyclicPrefixIsLocalised) {
+  // 0 -> 1 -> 2 -> 3 -> 1: the witness names the loop, not the prefix.
+  Program p;
+  for (int i = 0; i < 4; ++i) p.new_counter();
+  add_nop(p, 0, {}, "a");
+  add_nop(p, 1, {{0, 1}, {3, 1}}, "b");
+  add_nop(p, 2, {{1, 1}}, "c");
+  add_nop(p, 3, {{2, 1}}, "d");
+  EXPECT_TRUE(Rejected(validate(p), "cycle: 1:b -> 2:c -> 3:d -> 1:b"));
+}
+
+// ---- per-SM queues ---------------------------------------------------------------------------------
+TEST(ValidateSmQueues, ConsumerQueuedBeforeItsProducerOnOneSmDeadlocks) {
+  Program p;
+  const int64_t ca = p.new_counter(), cb = p.new_counter();
+  add_nop(p, cb, {{ca, 1}}, "B");  // listed first on SM 0, waits on A
+  add_nop(p, ca, {}, "A");
+  p.tasks[0].sm = 0;
+  p.tasks[1].sm = 0;
+  EXPECT_TRUE(Rejected(validate(p), "SM 0 serial queue order deadlocks"));
+  EXPECT_TRUE(Rejected(validate(p), "0:B =[SM 0 queue]=> 1:A -> 0:B"));
+  p.tasks[1].sm = 1;  // the twin: A on another SM
+  EXPECT_TRUE(Clean(validate(p)));
+}
+
+TEST(ValidateSmQueues, TransitiveQueueDeadlockThroughAnotherSm) {
+  // SM 0 queue [B, A]; A -> X (SM 1) -> B. No direct same-SM edge, still a deadlock.
+  Program p;
+  const int64_t ca = p.new_counter(), cx = p.new_counter(), cb = p.new_counter();
+  add_nop(p, cb, {{cx, 1}}, "B");
+  add_nop(p, ca, {}, "A");
+  add_nop(p, cx, {{ca, 1}}, "X");
+  p.tasks[0].sm = 0;
+  p.tasks[1].sm = 0;
+  p.tasks[2].sm = 1;
+  const auto r = validate(p);
+  EXPECT_TRUE(r.stats.acyclic);
+  EXPECT_TRUE(Rejected(r, "SM 0 serial queue order deadlocks"));
+  EXPECT_TRUE(Rejected(r, "0:B =[SM 0 queue]=> 1:A -> 2:X -> 0:B"));
+  p.tasks[1].sm = 2;
+  EXPECT_TRUE(Clean(validate(p)));
+}
+
+TEST(ValidateSmQueues, SmMustBeInRangeOfTheTarget) {
+  Tiny t = tiny();
+  t.p.target = *find_target("h100");
+  for (auto& task : t.p.tasks) task.sm = 131;
+  EXPECT_TRUE(Accepted(validate(t.p)));
+  t.p.tasks[2].sm = 132;
+  EXPECT_TRUE(Rejected(validate(t.p), "task 2 (proj1) assigned to SM 132 out of range [0,132)"));
+  t.p.tasks[2].sm = -1;
+  EXPECT_TRUE(Rejected(validate(t.p), "task 2 (proj1) assigned to negative SM -1"));
+  t.p.target.reset();  // without a target only negativity is checked
+  t.p.tasks[2].sm = 100000;
+  EXPECT_TRUE(Accepted(validate(t.p)));
+}
+
+TEST(ValidateSmQueues, PartialAssignmentWarns) {
+  Tiny t = tiny();
+  t.p.tasks[0].sm = 0;
+  const auto r = validate(t.p);
+  EXPECT_TRUE(Accepted(r));
+  EXPECT_TRUE(Warned(r, "2 of 3 tasks have no SM assigned"));
+  EXPECT_TRUE(r.stats.sm_assigned);
+}
+
+// ---- RAW races ---------------------------------------------------------------------------------
+TEST(ValidateRaces, ReaderNotOrderedAfterWriterIsARace) {
+  Tiny t = tiny();
+  t.p.tasks[2].waits.clear();
+  EXPECT_TRUE(Rejected(validate(t.p), "task 2 (proj1) reads buffer #3 ('h') but writer task(s) [0] are "
+                                      "NOT ordered before it, data RACE"));
+  EXPECT_TRUE(Clean(validate(tiny().p)));
+}
+
+TEST(ValidateRaces, TransitiveOrderIsEnough) {
+  // norm -> a -> b; b reads norm's output three stages later with no direct wait.
+  Program p;
+  const int64_t x = p.new_buffer("x", BufferKind::IO_INPUT, DType::F32, {4});
+  const int64_t h = p.new_buffer("h", BufferKind::ACTIVATION, DType::F32, {4});
+  const int64_t y = p.new_buffer("y", BufferKind::IO_OUTPUT, DType::F32, {4});
+  const int64_t c0 = p.new_counter(), c1 = p.new_counter(), c2 = p.new_counter(), c3 = p.new_counter();
+  p.add_task(Op::GELU, {x}, {h}, c0, {}, {}, "write h");
+  add_nop(p, c1, {{c0, 1}}, "a");
+  add_nop(p, c2, {{c1, 1}}, "b");
+  p.add_task(Op::ADD, {h, x}, {y}, c3, {{c2, 1}}, {}, "read h");
+  EXPECT_TRUE(Clean(validate(p)));
+  p.tasks[2].waits.clear();  // break the chain in the middle
+  EXPECT_TRUE(Rejected(validate(p), "task 3 (read h) reads buffer #1 ('h') but writer task(s) [0]"));
+}
+
+TEST(ValidateRaces, ReaderMustFollowEveryWriterNotJustOne) {
+  // h written by A then B (B ordered after A, whole-buffer writes: totally ordered, no WAW).
+  // A reader ordered after A only is racing with B.
+  Program p;
+  const int64_t x = p.new_buffer("x", BufferKind::IO_INPUT, DType::F32, {4});
+  const int64_t h = p.new_buffer("h", BufferKind::ACTIVATION, DType::F32, {4});
+  const int64_t y = p.new_buffer("y", BufferKind::IO_OUTPUT, DType::F32, {4});
+  const int64_t ca = p.new_counter(), cb = p.new_counter(), cr = p.new_counter();
+  p.add_task(Op::GELU, {x}, {h}, ca, {}, {}, "A");
+  p.add_task(Op::GELU, {x}, {h}, cb, {{ca, 1}}, {}, "B");
+  p.add_task(Op::COPY, {h}, {y}, cr, {{ca, 1}}, {}, "reader");
+  EXPECT_TRUE(Rejected(validate(p), "task 2 (reader) reads buffer #1 ('h') but writer task(s) [1] are NOT"));
+  p.tasks[2].waits = {{cb, 1}};
+  EXPECT_TRUE(Clean(validate(p)));
+}
+
+TEST(ValidateRaces, ReadingAllTilesNeedsTheAllJoin) {
+  // 4 tiles write h under one counter; waiting for them all is the only way to read h.
+  Program p;
+  const int64_t x = p.new_buffer("x", BufferKind::IO_INPUT, DType::F32, {1, 8});
+  const int64_t w = p.new_buffer("w", BufferKind::WEIGHT, DType::F32, {8, 8});
+  const int64_t h = p.new_buffer("h", BufferKind::ACTIVATION, DType::F32, {1, 8});
+  const int64_t y = p.new_buffer("y", BufferKind::IO_OUTPUT, DType::F32, {1, 8});
+  const int64_t c = p.new_counter(), d = p.new_counter(), e = p.new_counter();
+  for (int i = 0; i < 4; ++i) p.add_task(Op::GEMV_TILE, {x, w}, {h}, c, {}, gemv_params(8, 2, 2 * i));
+  add_nop(p, d, {{c, 4}}, "joined");
+  p.add_task(Op::COPY, {h}, {y}, e, {{d, 1}}, {}, "reader");
+  EXPECT_TRUE(Clean(validate(p)));
+  p.tasks[4].waits[0].threshold = 1;  // first-of-4: rejected, and the read is unordered too
+  const auto r = validate(p);
+  EXPECT_TRUE(Rejected(r, "partial wait threshold 1"));
+  EXPECT_TRUE(Rejected(r, "task 5 (reader) reads buffer #2 ('h') but writer task(s) [0, 1, 2, 3]"));
+}
+
+TEST(ValidateRaces, NeverProducedActivationIsRejected) {
+  Tiny t = tiny();
+  t.p.tasks[0].outputs = {t.p.new_buffer("other", BufferKind::ACTIVATION, DType::F16, {1, 16})};
+  EXPECT_TRUE(Rejected(validate(t.p), "task 1 (proj0) reads buffer #3 ('h') that is never produced"));
+}
+
+TEST(ValidateRaces, ReadingOnlyYourOwnOutputWarns) {
+  Tiny t = tiny();
+  const int64_t z = t.p.new_buffer("z", BufferKind::ACTIVATION, DType::F16, {1, 16});
+  t.p.add_task(Op::ADD, {t.x, z}, {z}, t.p.new_counter(), {}, {}, "inplace");
+  const auto r = validate(t.p);
+  EXPECT_TRUE(Accepted(r));
+  EXPECT_TRUE(Warned(r, "task 3 (inplace) reads buffer #5 ('z') in place with no external producer"));
+}
+
+// ---- the race and page checks against a brute-force oracle ------------------------------------------
+// Random acyclic programs: consecutive groups of 1-3 tasks share a counter; each task waits on a
+// few counters of earlier groups (now and then with a partial or unsatisfiable threshold, which
+// orders nothing), reads a few random buffers (earlier, same-group or later ones) and writes its
+// own buffer or its group's shared one. Buffers sit on a handful of pages. The oracle computes
+// every task's ancestor set explicitly; validate() must flag exactly the racy reads and exactly
+// the pages holding an unordered pair.
+struct Oracle {
+  std::set<std::pair<int64_t, int64_t>> racy_reads;  // (task, buffer)
+  std::set<int64_t> clobbered_pages;
+};
+
+Program random_program(std::mt19937_64& rng, int64_t n, int64_t n_pages, Oracle& oracle) {
+  auto pick = [&](int64_t k) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(k)); };
+  Program p;
+  std::vector<int64_t> group_start(static_cast<size_t>(n)), counter_of(static_cast<size_t>(n));
+  std::vector<int64_t> out_buffer(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n;) {
+    const int64_t size = std::min<int64_t>(1 + pick(3), n - t);
+    const int64_t c = p.new_counter();
+    const bool shared = size > 1 && pick(3) == 0;
+    const int64_t shared_buf = shared ? p.new_buffer("s" + std::to_string(t), BufferKind::ACTIVATION, DType::F32, {4}) : -1;
+    for (int64_t i = t; i < t + size; ++i) {
+      group_start[static_cast<size_t>(i)] = t;
+      counter_of[static_cast<size_t>(i)] = c;
+      out_buffer[static_cast<size_t>(i)] = shared ? shared_buf : p.new_buffer("b" + std::to_string(i), BufferKind::ACTIVATION, DType::F32, {4});
+    }
+    t += size;
+  }
+  std::vector<int64_t> np(p.counters.size(), 0);
+  for (int64_t t = 0; t < n; ++t) ++np[static_cast<size_t>(counter_of[static_cast<size_t>(t)])];
+  const auto nb = static_cast<int64_t>(p.buffers.size());
+  for (int64_t t = 0; t < n; ++t) {
+    std::vector<Wait> waits;
+    const int64_t start = group_start[static_cast<size_t>(t)];
+    // Usually wait on the previous group too, so that long happens-before chains exist.
+    if (start > 0 && pick(10) < 6) {
+      const int64_t c = counter_of[static_cast<size_t>(start - 1)];
+      waits.push_back({c, np[static_cast<size_t>(c)]});
+    }
+    for (int64_t k = start > 0 ? pick(3) : 0; k > 0; --k) {
+      const int64_t c = counter_of[static_cast<size_t>(pick(start))];
+      int64_t th = np[static_cast<size_t>(c)];
+      const int64_t roll = pick(40);
+      if (roll == 0 && th > 1) th -= 1;
+      if (roll == 1) th += 1;
+      waits.push_back({c, th});
+    }
+    std::vector<int64_t> reads;
+    for (int64_t k = 1 + pick(3); k > 0; --k) {
+      // Mostly the previous group's output or an earlier one, sometimes anything at all.
+      const int64_t roll = pick(10);
+      if (start == 0 || roll == 0)
+        reads.push_back(pick(nb));
+      else
+        reads.push_back(out_buffer[static_cast<size_t>(roll < 6 ? start - 1 : pick(start))]);
+    }
+    p.add_task(Op::ALLREDUCE_SHARD, reads, {out_buffer[static_cast<size_t>(t)]}, counter_of[static_cast<size_t>(t)], waits, {},
+               "t" + std::to_string(t));
+  }
+  p.pages = PageAllocation{};
+  for (int64_t pg = 0; pg < n_pages; ++pg) p.pages->pages.push_back(Page{pg, MemSpace::GLOBAL_SCRATCH, 16});
+  for (int64_t b = 0; b < nb; ++b)
+    if (pick(3) != 0) p.pages->buffer_to_page.emplace_back(b, pick(n_pages));
+
+  // ---- the oracle: explicit ancestor sets over the sound (all-join) waits ----
+  const size_t words = static_cast<size_t>(n + 63) / 64;
+  std::vector<std::vector<uint64_t>> anc(static_cast<size_t>(n), std::vector<uint64_t>(words, 0));
+  std::vector<std::vector<int64_t>> producers(p.counters.size());
+  for (int64_t t = 0; t < n; ++t) producers[static_cast<size_t>(counter_of[static_cast<size_t>(t)])].push_back(t);
+  auto before = [&](int64_t a, int64_t b) { return (anc[static_cast<size_t>(b)][static_cast<size_t>(a) / 64] >> (a % 64)) & 1; };
+  for (int64_t t = 0; t < n; ++t) {
+    std::map<int64_t, int64_t> max_th;
+    for (const Wait& w : p.tasks[static_cast<size_t>(t)].waits) max_th[w.counter] = std::max(max_th[w.counter], w.threshold);
+    for (const auto& [c, th] : max_th) {
+      if (th != np[static_cast<size_t>(c)]) continue;
+      for (int64_t q : producers[static_cast<size_t>(c)]) {
+        for (size_t i = 0; i < words; ++i) anc[static_cast<size_t>(t)][i] |= anc[static_cast<size_t>(q)][i];
+        anc[static_cast<size_t>(t)][static_cast<size_t>(q) / 64] |= uint64_t{1} << (q % 64);
+      }
+    }
+  }
+  std::vector<std::vector<int64_t>> writers(static_cast<size_t>(nb)), users(static_cast<size_t>(nb));
+  for (int64_t t = 0; t < n; ++t) {
+    writers[static_cast<size_t>(out_buffer[static_cast<size_t>(t)])].push_back(t);
+    users[static_cast<size_t>(out_buffer[static_cast<size_t>(t)])].push_back(t);
+    for (int64_t b : p.tasks[static_cast<size_t>(t)].inputs) users[static_cast<size_t>(b)].push_back(t);
+  }
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t b : p.tasks[static_cast<size_t>(t)].inputs) {
+      const auto& ws = writers[static_cast<size_t>(b)];
+      if (ws.size() == 1 && ws[0] == t) continue;  // in-place: a warning, not a race
+      for (int64_t w : ws)
+        if (w != t && !before(w, t)) oracle.racy_reads.emplace(t, b);
+    }
+  auto ordered = [&](int64_t a, int64_t b) {  // every use of a before every write of b
+    for (int64_t u : users[static_cast<size_t>(a)])
+      for (int64_t w : writers[static_cast<size_t>(b)])
+        if (!before(u, w)) return false;
+    return true;
+  };
+  std::map<int64_t, std::vector<int64_t>> occupants;
+  for (const auto& [b, pg] : p.pages->buffer_to_page) occupants[pg].push_back(b);
+  for (const auto& [pg, occ] : occupants)
+    for (size_t i = 0; i < occ.size(); ++i)
+      for (size_t j = i + 1; j < occ.size(); ++j)
+        if (!ordered(occ[i], occ[j]) && !ordered(occ[j], occ[i])) oracle.clobbered_pages.insert(pg);
+  return p;
+}
+
+void expect_matches_oracle(const Program& p, const Oracle& oracle) {
+  const auto r = validate(p);
+  ASSERT_TRUE(r.stats.acyclic);
+  std::set<std::pair<int64_t, int64_t>> racy;
+  for (const auto& e : r.errors) {
+    long long t = 0, b = 0;
+    if (e.find("data RACE") != std::string::npos &&
+        std::sscanf(e.c_str(), "task %lld (%*[^)]) reads buffer #%lld", &t, &b) == 2)
+      racy.emplace(t, b);
+  }
+  EXPECT_EQ(racy, oracle.racy_reads);
+  std::set<int64_t> pages;
+  for (const auto& w : r.warnings) {
+    long long pg = 0;
+    if (std::sscanf(w.c_str(), "page %lld reused by buffers", &pg) == 1) pages.insert(pg);
+  }
+  EXPECT_EQ(pages, oracle.clobbered_pages);
+  if (std::getenv("AMK_ORACLE_STATS"))
+    std::printf("tasks=%zu racy=%zu/%lld clobbered=%zu/%zu\n", p.tasks.size(), oracle.racy_reads.size(),
+                static_cast<long long>(r.stats.hb_queries), oracle.clobbered_pages.size(), p.pages->pages.size());
+}
+
+TEST(ValidateOracle, SmallRandomProgramsMatchBruteForce) {
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    std::mt19937_64 rng(seed);
+    Oracle oracle;
+    const int64_t n = 5 + static_cast<int64_t>(seed % 60);
+    const Program p = random_program(rng, n, 2 + n / 4, oracle);
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    expect_matches_oracle(p, oracle);
+  }
+}
+
+TEST(ValidateOracle, LargeRandomProgramsNeedingManySweepsMatchBruteForce) {
+  // Thousands of distinct source counters: several 1,024-source sweeps, each over a window.
+  for (uint64_t seed = 1000; seed < 1003; ++seed) {
+    std::mt19937_64 rng(seed);
+    Oracle oracle;
+    const Program p = random_program(rng, 4000, 1500, oracle);
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    expect_matches_oracle(p, oracle);
+    EXPECT_FALSE(oracle.racy_reads.empty());
+    EXPECT_FALSE(oracle.clobbered_pages.empty());
+    EXPECT_LT(oracle.clobbered_pages.size(), p.pages->pages.size());
+  }
+}
+
+// ---- KV cache ----------------------------------------------------------------------------------
+struct KvProgram {
+  Program p;
+  int64_t c_append;
+};
+
+// append(k_new -> cache), then attention(q, cache, cache) ordered after it.
+KvProgram kv_program(bool append) {
+  KvProgram k;
+  Program& p = k.p;
+  const int64_t q = p.new_buffer("q", BufferKind::IO_INPUT, DType::F16, {1, 2, 4});
+  const int64_t k_new = p.new_buffer("k_new", BufferKind::IO_INPUT, DType::F16, {1, 1, 4});
+  const int64_t cache = p.new_buffer("kv", BufferKind::KV_CACHE, DType::F16, {8, 1, 4});
+  const int64_t out = p.new_buffer("out", BufferKind::IO_OUTPUT, DType::F16, {1, 8});
+  k.c_append = p.new_counter("append");
+  const int64_t c_attn = p.new_counter("attn");
+  if (append) {
+    Params ap;
+    ap.set_int("pos", 3);
+    p.add_task(Op::KV_APPEND, {k_new, cache}, {cache}, k.c_append, {}, ap, "append");
+  }
+  Params at;
+  for (const char* key : {"head_dim", "kv_start", "kv_len", "n_heads", "n_kv_heads"}) at.set_int(key, 1);
+  at.set_real("scale", 0.5);
+  std::vector<Wait> waits;
+  if (append) waits.push_back({k.c_append, 1});
+  p.add_task(Op::ATTENTION_TILE, {q, cache, cache}, {out}, c_attn, waits, at, "attention");
+  return k;
+}
+
+TEST(ValidateKvCache, ReadAfterTheAppendIsFine) { EXPECT_TRUE(Clean(validate(kv_program(true).p))); }
+
+TEST(ValidateKvCache, ReadBeforeTheAppendIsARace) {
+  KvProgram k = kv_program(true);
+  k.p.tasks[1].waits.clear();
+  EXPECT_TRUE(Rejected(validate(k.p), "task 1 (attention) reads KV cache #2 ('kv') but writer task(s) [0] "
+                                      "are NOT ordered before it, KV cache RACE"));
+}
+
+TEST(ValidateKvCache, PriorStepStateWithoutAppendIsFine) {
+  EXPECT_TRUE(Clean(validate(kv_program(false).p)));
+}
+
+// ---- WAW -------------------------------------------------------------------------------------------
+// `n` GEMV tiles of width 8 at the given offsets, all under one counter, into y.
+Program tiles_at(const std::vector<int64_t>& offsets, int64_t width = 8) {
+  Program p;
+  const int64_t x = p.new_buffer("x", BufferKind::IO_INPUT, DType::F32, {1, 8});
+  const int64_t w = p.new_buffer("w", BufferKind::WEIGHT, DType::F32, {64000, 8});
+  const int64_t y = p.new_buffer("y", BufferKind::IO_OUTPUT, DType::F32, {1, 64000});
+  const int64_t c = p.new_counter();
+  for (size_t i = 0; i < offsets.size(); ++i)
+    p.add_task(Op::GEMV_TILE, {x, w}, {y}, c, {}, gemv_params(8, width, offsets[i]),
+               "tile" + std::to_string(i));
+  return p;
+}
+
+TEST(ValidateWaw, OverlappingTilesUnderOneCounterRace) {
+  EXPECT_TRUE(Rejected(validate(tiles_at({0, 4})),
+                       "multi-writer WAW race on buffer #2 ('y'): writers 0 (tile0) and 1 (tile1) "
+                       "share a counter but their tiles OVERLAP"));
+  EXPECT_TRUE(Clean(validate(tiles_at({0, 8}))));
+  EXPECT_TRUE(Rejected(validate(tiles_at({0, 0})), "OVERLAP"));  // the same tile twice
+}
+
+TEST(ValidateWaw, ThousandDisjointTilesInAnyOrderAreAccepted) {
+  std::vector<int64_t> offs;
+  for (int64_t i = 0; i < 1000; ++i) offs.push_back(((i * 7919) % 1000) * 8);
+  EXPECT_TRUE(Clean(validate(tiles_at(offs))));
+  offs[500] = offs[20] + 3;  // one tile now straddles another
+  EXPECT_TRUE(Rejected(validate(tiles_at(offs)), "OVERLAP"));
+}
+
+TEST(ValidateWaw, GemmTilesAreDisjointAlongEitherAxis) {
+  auto gemm = [](int64_t m_off, int64_t n_off) {
+    Params p;
+    p.set_int("M_tile", 4);
+    p.set_int("K", 8);
+    p.set_int("N_tile", 4);
+    p.set_int("n_off", n_off);
+    p.set_int("m_off", m_off);
+    return p;
+  };
+  auto program = [&](std::vector<std::pair<int64_t, int64_t>> tiles) {
+    Program p;
+    const int64_t x = p.new_buffer("x", BufferKind::IO_INPUT, DType::F32, {8, 8});
+    const int64_t w = p.new_buffer("w", BufferKind::WEIGHT, DType::F32, {8, 8});
+    const int64_t y = p.new_buffer("y", BufferKind::IO_OUTPUT, DType::F32, {8, 8});
+    const int64_t c = p.new_counter();
+    for (auto [m, n] : tiles) p.add_task(Op::GEMM_TILE, {x, w}, {y}, c, {}, gemm(m, n));
+    return p;
+  };
+  EXPECT_TRUE(Clean(validate(program({{0, 0}, {0, 4}, {4, 0}, {4, 4}}))));
+  EXPECT_TRUE(Rejected(validate(program({{0, 0}, {0, 4}, {4, 0}, {2, 2}})), "OVERLAP"));
+}
+
+TEST(ValidateWaw, WholeBufferWritersUnderOneCounterRace) {
+  Program p;
+  const int64_t x = p.new_buffer("x", BufferKind::IO_INPUT, DType::F32, {4});
+  const int64_t y = p.new_buffer("y", BufferKind::IO_OUTPUT, DType::F32, {4});
+  const int64_t c = p.new_counter();
+  p.add_task(Op::GELU, {x}, {y}, c, {}, {}, "g0");
+  p.add_task(Op::GELU, {x}, {y}, c, {}, {}, "g1");
+  EXPECT_TRUE(Rejected(validate(p), "writers 0 (g0) and 1 (g1) share a counter but their tiles OVERLAP"));
+}
+
+TEST(ValidateWaw, WritersOnDifferentCountersMustBeTotallyOrdered) {
+  Program p;
+  const int64_t x = p.new_buffer("x", BufferKind::IO_INPUT, DType::F32, {4});
+  const int64_t y = p.new_buffer("y", BufferKind::IO_OUTPUT, DType::F32, {4});
+  const int64_t c0 = p.new_counter(), c1 = p.new_counter(), c2 = p.new_counter(), c3 = p.new_counter();
+  p.add_task(Op::GELU, {x}, {y}, c0, {}, {}, "first");
+  add_nop(p, c1, {{c0, 1}}, "between");
+  p.add_task(Op::GELU, {x}, {y}, c2, {{c1, 1}}, {}, "second");  // transitively after `first`
+  p.add_task(Op::GELU, {x}, {y}, c3, {{c2, 1}}, {}, "third");
+  EXPECT_TRUE(Clean(validate(p)));
+  p.tasks[3].waits.clear();  // third now races with both
+  EXPECT_TRUE(Rejected(validate(p), "writers 0 (first) and 3 (third) do not share one counter"));
+}
+
+// ---- read-only kinds, on-chip buffers, outputs ------------------------------------------------------
+TEST(ValidateBuffers, WritingAReadOnlyKindIsRejected) {
+  for (BufferKind k : {BufferKind::WEIGHT, BufferKind::CONST, BufferKind::IO_INPUT}) {
+    Tiny t = tiny();
+    t.p.buffers[static_cast<size_t>(t.h)].kind = k;
+    EXPECT_TRUE(Rejected(validate(t.p), "task 0 (norm) writes read-only " + std::string(name_of(k)) +
+                                            " buffer #3 ('h')"));
+  }
+}
+
+TEST(ValidateBuffers, OnChipBufferMustStayOnOneSm) {
+  Tiny t = tiny();
+  t.p.buffers[static_cast<size_t>(t.h)].space = MemSpace::SMEM;
+  for (auto& task : t.p.tasks) task.sm = 3;
+  EXPECT_TRUE(Clean(validate(t.p)));
+  t.p.tasks[2].sm = 4;
+  EXPECT_TRUE(Rejected(validate(t.p), "on-chip buffer #3 ('h') (SMEM) is used across SMs [3, 4]"));
+  t.p.buffers[static_cast<size_t>(t.h)].space = MemSpace::REGISTER;
+  EXPECT_TRUE(Rejected(validate(t.p), "(REGISTER) is used across SMs [3, 4]"));
+  for (auto& task : t.p.tasks) task.sm.reset();
+  const auto r = validate(t.p);
+  EXPECT_TRUE(Accepted(r));
+  EXPECT_TRUE(Warned(r, "on-chip buffer #3 ('h') (REGISTER) requires same-SM placement"));
+}
+
+TEST(ValidateBuffers, OutputMustBeProduced) {
+  Tiny t = tiny();
+  t.p.new_buffer("logits", BufferKind::IO_OUTPUT, DType::F32, {8});
+  EXPECT_TRUE(Rejected(validate(t.p), "IO_OUTPUT buffer #5 ('logits') is never produced"));
+  EXPECT_TRUE(Clean(validate(tiny().p)));
+}
+
+// ---- pages -----------------------------------------------------------------------------------------
+// x -A-> a -B-> b -D-> d -Y-> y. B reads a while writing b, so a and b are live together; d is
+// written after a's last use, so a and d may share a page.
+struct PagedProgram {
+  Program p;
+  int64_t a, b, d;
+};
+
+PagedProgram paged() {
+  PagedProgram pp;
+  Program& p = pp.p;
+  const int64_t x = p.new_buffer("x", BufferKind::IO_INPUT, DType::F32, {4});
+  pp.a = p.new_buffer("a", BufferKind::ACTIVATION, DType::F32, {4}, MemSpace::GLOBAL_SCRATCH);
+  pp.b = p.new_buffer("b", BufferKind::ACTIVATION, DType::F32, {4}, MemSpace::GLOBAL_SCRATCH);
+  pp.d = p.new_buffer("d", BufferKind::ACTIVATION, DType::F32, {4}, MemSpace::GLOBAL_SCRATCH);
+  const int64_t y = p.new_buffer("y", BufferKind::IO_OUTPUT, DType::F32, {4});
+  const int64_t ca = p.new_counter(), cb = p.new_counter(), cd = p.new_counter(), cy = p.new_counter();
+  p.add_task(Op::GELU, {x}, {pp.a}, ca, {}, {}, "A");
+  p.add_task(Op::GELU, {pp.a}, {pp.b}, cb, {{ca, 1}}, {}, "B");
+  p.add_task(Op::GELU, {pp.b}, {pp.d}, cd, {{cb, 1}}, {}, "D");
+  p.add_task(Op::GELU, {pp.d}, {y}, cy, {{cd, 1}}, {}, "Y");
+  p.pages = PageAllocation{};
+  p.pages->pages.push_back(Page{0, MemSpace::GLOBAL_SCRATCH, 16, 0, 2});
+  p.pages->pages.push_back(Page{1, MemSpace::GLOBAL_SCRATCH, 16, 1, 1});
+  return pp;
+}
+
+TEST(ValidatePages, OrderedReuseIsSilent) {
+  PagedProgram pp = paged();
+  pp.p.pages->buffer_to_page = {{pp.a, 0}, {pp.b, 1}, {pp.d, 0}};  // a dies (B) before D writes d
+  EXPECT_TRUE(Clean(validate(pp.p)));
+}
+
+TEST(ValidatePages, OverlappingLiveRangesWarnOfAClobber) {
+  PagedProgram pp = paged();
+  pp.p.pages->buffer_to_page = {{pp.a, 0}, {pp.b, 0}, {pp.d, 1}};  // B reads a while writing b
+  const auto r = validate(pp.p);
+  EXPECT_TRUE(Accepted(r));
+  EXPECT_TRUE(Warned(r, "page 0 reused by buffers #1 ('a') and #2 ('b') whose live ranges are NOT ordered"));
+  EXPECT_TRUE(Warned(r, "possible clobber"));
+}
+
+TEST(ValidatePages, UnorderedTasksSharingAPageWarn) {
+  // Two independent chains x -> a -> y1 and x -> d2 -> y2 with a and d2 on one page.
+  Program p;
+  const int64_t x = p.new_buffer("x", BufferKind::IO_INPUT, DType::F32, {4});
+  const int64_t a = p.new_buffer("a", BufferKind::ACTIVATION, DType::F32, {4});
+  const int64_t e = p.new_buffer("e", BufferKind::ACTIVATION, DType::F32, {4});
+  const int64_t y1 = p.new_buffer("y1", BufferKind::IO_OUTPUT, DType::F32, {4});
+  const int64_t y2 = p.new_buffer("y2", BufferKind::IO_OUTPUT, DType::F32, {4});
+  const int64_t c0 = p.new_counter(), c1 = p.new_counter(), c2 = p.new_counter(), c3 = p.new_counter();
+  p.add_task(Op::GELU, {x}, {a}, c0, {}, {}, "wa");
+  p.add_task(Op::GELU, {a}, {y1}, c1, {{c0, 1}}, {}, "ra");
+  p.add_task(Op::GELU, {x}, {e}, c2, {}, {}, "we");
+  p.add_task(Op::GELU, {e}, {y2}, c3, {{c2, 1}}, {}, "re");
+  p.pages = PageAllocation{{{a, 7}, {e, 7}}, {Page{7, MemSpace::GLOBAL_SCRATCH, 16}}};
+  EXPECT_TRUE(Warned(validate(p), "page 7 reused by buffers"));
+  p.tasks[2].waits = {{c1, 1}};  // e is written only after a's reader finished
+  EXPECT_TRUE(Clean(validate(p)));
+}
+
+TEST(ValidatePages, PageTableItselfIsChecked) {
+  PagedProgram pp = paged();
+  pp.p.pages->buffer_to_page = {{99, 0}};
+  EXPECT_TRUE(Rejected(validate(pp.p), "page table maps missing buffer 99"));
+  pp.p.pages->buffer_to_page = {{pp.a, 5}};
+  EXPECT_TRUE(Rejected(validate(pp.p), "page table maps buffer #1 ('a') to missing page 5"));
+  pp.p.pages->buffer_to_page = {{pp.a, 0}};
+  pp.p.pages->pages[0].nbytes = 8;
+  EXPECT_TRUE(Rejected(validate(pp.p), "page 0 (8 bytes) is smaller than buffer #1 ('a') (16 bytes)"));
+  pp = paged();
+  pp.p.pages->buffer_to_page = {{0, 0}};  // x is IO_INPUT
+  const auto r = validate(pp.p);
+  EXPECT_TRUE(Accepted(r));
+  EXPECT_TRUE(Warned(r, "buffer #0 ('x') of kind IO_INPUT is bound to page 0"));
+}
+
+// ---- meta --------------------------------------------------------------------------------------
+TEST(ValidateMeta, GpuLabelMustMatchTheTarget) {
+  Tiny t = tiny();
+  t.p.target = *find_target("h200");
+  t.p.meta.emplace_back("gpu", "\"h100\"");
+  if (!t.p.meta_string("gpu")) GTEST_SKIP() << "Program::meta_string is not implemented yet";
+  const auto r = validate(t.p);
+  EXPECT_TRUE(Accepted(r));
+  EXPECT_TRUE(Warned(r, "meta['gpu']='h100' != target.name='h200'"));
+  t.p.meta.back().second = "\"h200\"";
+  EXPECT_TRUE(Clean(validate(t.p)));
+}
+
+// ---- robustness ------------------------------------------------------------------------------------
+// One random edit of a field validate() reads, including ones no builder would produce.
+void mutate(Program& p, std::mt19937_64& rng) {
+  auto pick = [&](int64_t n) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(std::max<int64_t>(n, 1))); };
+  const int64_t wild[] = {-1, 0, 1, 2, 3, 7, 1000, int64_t{1} << 40, std::numeric_limits<int64_t>::min(),
+                          std::numeric_limits<int64_t>::max()};
+  auto any = [&] { return rng() % 2 ? wild[pick(10)] : pick(static_cast<int64_t>(p.tasks.size()) + 3) - 1; };
+  if (p.tasks.empty()) return;
+  Task& t = p.tasks[static_cast<size_t>(pick(static_cast<int64_t>(p.tasks.size())))];
+  switch (pick(22)) {
+    case 0: if (!t.inputs.empty()) t.inputs[static_cast<size_t>(pick(static_cast<int64_t>(t.inputs.size())))] = any(); break;
+    case 1: t.outputs.push_back(any()); break;
+    case 2: t.out_counter = any(); break;
+    case 3: t.waits.push_back({any(), any()}); break;
+    case 4: if (!t.waits.empty()) t.waits[0].threshold = any(); break;
+    case 5: if (!t.waits.empty()) t.waits[0].counter = any(); break;
+    case 6: t.waits.clear(); break;
+    case 7: t.op = static_cast<Op>(pick(25) - 3); break;
+    case 8: t.sm = any(); break;
+    case 9: t.params.set("n_off", rng() % 2 ? ParamValue::integer(any()) : ParamValue::real(0.5)); break;
+    case 10: t.params.set("N_tile", ParamValue::other("[1]")); break;
+    case 11: t.id = any(); break;
+    case 12: if (!p.buffers.empty()) p.buffers[static_cast<size_t>(pick(static_cast<int64_t>(p.buffers.size())))].kind = static_cast<BufferKind>(pick(8) - 1); break;
+    case 13: if (!p.buffers.empty()) p.buffers[static_cast<size_t>(pick(static_cast<int64_t>(p.buffers.size())))].shape = {any(), any(), 2, 2, 2}; break;
+    case 14: if (!p.buffers.empty()) p.buffers[static_cast<size_t>(pick(static_cast<int64_t>(p.buffers.size())))].space = static_cast<MemSpace>(pick(6) - 1); break;
+    case 15: p.counters.push_back(Counter{any(), any(), ""}); break;
+    case 16: if (!p.counters.empty()) p.counters.pop_back(); break;
+    case 17: p.tasks.push_back(t); break;
+    case 18: if (!p.pages) p.pages = PageAllocation{}; p.pages->buffer_to_page.emplace_back(any(), any()); break;
+    case 19: if (!p.pages) p.pages = PageAllocation{}; p.pages->pages.push_back(Page{any(), static_cast<MemSpace>(pick(5)), any()}); break;
+    case 20: if (!p.target) p.target = *find_target("h100"); p.target->num_sms = any(); break;
+    default: std::swap(p.tasks.front(), p.tasks.back()); break;
+  }
+}
+
+TEST(ValidateRobustness, NeverThrowsOnRandomlyMutatedPrograms) {
+  testing::DecoderGenOptions o;
+  o.layers = 1;
+  o.hidden = 64;
+  o.ffn = 128;
+  o.n_heads = 4;
+  o.n_kv_heads = 2;
+  o.head_dim = 16;
+  o.gemv_tile = 16;
+  o.attn_splits = 2;
+  o.vocab = 64;
+  o.lm_head_tile = 32;
+  o.num_sms = 8;
+  const Program base = testing::make_decoder(o);
+  ASSERT_TRUE(Clean(validate(base)));
+  int rejected = 0;
+  for (uint64_t seed = 0; seed < 3000; ++seed) {
+    std::mt19937_64 rng(seed);
+    Program p = base;
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) mutate(p, rng);
+    ValidationResult r;
+    ASSERT_NO_THROW(r = validate(p)) << "seed " << seed;
+    ASSERT_EQ(r.ok, r.errors.empty()) << "seed " << seed;
+    (void)r.report();
+    rejected += r.ok ? 0 : 1;
+  }
+  EXPECT_GT(rejected, 1500);  // the mutations mostly break something, and validate() notices
+}
+
+TEST(ValidateRobustness, HostileValuesEverywhere) {
+  Program p;
+  p.buffers.push_back(Buffer{0, "huge", BufferKind::ACTIVATION, DType::F32, {int64_t{1} << 40, int64_t{1} << 40}});
+  p.counters.push_back(Counter{0, -7, ""});
+  Task t;
+  t.op = Op::GEMV_TILE;
+  t.inputs = {0, 0, std::numeric_limits<int64_t>::min()};
+  t.outputs = {0};
+  t.out_counter = std::numeric_limits<int64_t>::max();
+  t.waits = {{0, int64_t{1} << 40}, {-1, -1}};
+  t.params.set("n_off", ParamValue::integer(std::numeric_limits<int64_t>::max()));
+  t.params.set("N_tile", ParamValue::integer(std::numeric_limits<int64_t>::max()));
+  t.sm = std::numeric_limits<int64_t>::min();
+  p.tasks = {t, t};
+  p.tasks[1].id = 1;
+  p.pages = PageAllocation{{{0, 0}, {0, 1}}, {Page{0, MemSpace::SMEM, -1}, Page{0, MemSpace::SMEM, 1}}};
+  p.target = *find_target("h100");
+  p.target->num_sms = 0;
+  ValidationResult r;
+  ASSERT_NO_THROW(r = validate(p));
+  EXPECT_FALSE(r.ok);
+  EXPECT_TRUE(Rejected(r, "page table lists page id 0 more than once"));
+}
+
+// ---- scale -------------------------------------------------------------------------------------
+testing::DecoderGenOptions twenty_thousand() {
+  testing::DecoderGenOptions o = testing::decoder_options_for_tasks(20000);
+  return o;
+}
+
+TEST(ValidateScale, TwentyThousandTaskDecoderIsValid) {
+  const Program p = testing::make_decoder(twenty_thousand());
+  ASSERT_GT(p.tasks.size(), 19000u);
+  const auto r = validate(p);
+  EXPECT_TRUE(Clean(r));
+  EXPECT_TRUE(r.stats.sm_assigned);
+  EXPECT_GT(r.stats.hb_queries, static_cast<int64_t>(p.tasks.size()));
+}
+
+TEST(ValidateScale, OnePlantedRaceFarFromTheStartIsFound) {
+  // The last layer's first down-projection tile waits on the gate/up join instead of the SiLU:
+  // it reads the SiLU output unordered. Everything else stays ordered.
+  Program p = testing::make_decoder(twenty_thousand());
+  int64_t victim = -1;
+  for (size_t t = p.tasks.size(); t-- > 0;)
+    if (p.tasks[t].op == Op::GEMV_TILE && p.tasks[t].label.find(".down[0]") != std::string::npos) {
+      victim = static_cast<int64_t>(t);
+      break;
+    }
+  ASSERT_GT(victim, 15000);
+  const int64_t silu = victim - 1;
+  ASSERT_EQ(p.tasks[static_cast<size_t>(silu)].op, Op::SILU_MUL);
+  p.tasks[static_cast<size_t>(victim)].waits = p.tasks[static_cast<size_t>(silu)].waits;
+  const auto r = validate(p);
+  ASSERT_EQ(r.errors.size(), 1u) << r.report().substr(0, 4000);
+  EXPECT_TRUE(Rejected(r, "task " + std::to_string(victim) + " ("));
+  EXPECT_TRUE(Rejected(r, "writer task(s) [" + std::to_string(silu) + "] are NOT ordered before it, data RACE"));
+}
+
+TEST(ValidateScale, ManyErrorsStillFormatQuickly) {
+  Program p;
+  for (int i = 0; i < 300000; ++i) p.add_task(Op::COPY, {7}, {8}, 0, {}, {}, "t");
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = validate(p);
+  const std::string rep = r.report();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(r.errors.size(), 900000u);  // reads, writes and increments a missing thing each
+  EXPECT_LT(secs, 10.0);
+  EXPECT_GT(rep.size(), r.errors.size() * 10);
+}
+
+}  // namespace
+}  // namespace amk

@@ -1,7 +1,56 @@
-// STUB: replaced by the reference op semantics.
+// run_reference_op: the opcode -> semantics dispatch. The semantics live in ops/, one concept per
+// file; docs/OPCODES.md describes every operand and param.
 #include "amk/reference_ops.h"
+
+#include <string>
+#include <string_view>
+
+#include "vm/reference/ops/ops.h"
+
 namespace amk {
-void run_reference_op(Op op, const Params&, std::span<const Tensor* const>, std::span<Tensor* const>) {
-  throw OpError(std::string("not implemented: ") + std::string(name_of(op)));
+
+namespace {
+
+void dispatch(Op op, const Params& params, std::span<const Tensor* const> inputs,
+              std::span<Tensor* const> outputs) {
+  const ref::OpContext c(op, params, inputs, outputs);
+  switch (op) {
+    case Op::NOP: c.check_registry(); return;
+    case Op::COPY: ref::op_copy(c); return;
+    case Op::EMBED: ref::op_embed(c); return;
+    case Op::RMSNORM: ref::op_rmsnorm(c); return;
+    case Op::LAYERNORM: ref::op_layernorm(c); return;
+    case Op::GEMV_TILE:
+    case Op::GEMM_TILE: ref::op_gemv_gemm(c); return;
+    case Op::ATTENTION_TILE: ref::op_attention_tile(c); return;
+    case Op::ROPE: ref::op_rope(c); return;
+    case Op::SILU_MUL: ref::op_silu_mul(c); return;
+    case Op::GELU: ref::op_gelu(c); return;
+    case Op::ADD: ref::op_add(c); return;
+    case Op::MUL: ref::op_mul(c); return;
+    case Op::DEQUANT: ref::op_dequant(c); return;
+    case Op::SOFTMAX: ref::op_softmax(c); return;
+    case Op::ALLREDUCE_SHARD: ref::op_allreduce_shard(c); return;
+    case Op::KV_APPEND: ref::op_kv_append(c); return;
+    case Op::SAMPLE_ARGMAX: ref::op_sample_argmax(c); return;
+    case Op::ATTENTION_COMBINE: ref::op_attention_combine(c); return;
+  }
+  throw OpError("unknown opcode " + std::to_string(int(op)));
 }
+
+}  // namespace
+
+void run_reference_op(Op op, const Params& params, std::span<const Tensor* const> inputs,
+                      std::span<Tensor* const> outputs) {
+  try {
+    dispatch(op, params, inputs, outputs);
+  } catch (const OpError& e) {
+    // Storage-level errors (a value that does not fit an integer output, say) arrive as
+    // "Tensor: ..."; every message leaves here naming the op.
+    const std::string prefix = std::string(name_of(op)) + ": ";
+    if (std::string_view(e.what()).starts_with(prefix)) throw;
+    throw OpError(prefix + e.what());
+  }
+}
+
 }  // namespace amk

@@ -1,0 +1,79 @@
+// A Hugging Face checkpoint folder: config.json, an optional generation_config.json, and the
+// weights in model.safetensors or in shards listed by model.safetensors.index.json.
+//
+// Weights stay memory-mapped: a tensor is a view into its shard. Opening checks the folder as a
+// whole (every shard opened once, shard names confined to the folder, no tensor in two shards,
+// every tensor the index lists present in the shard it names) so that a later lookup can only
+// fail for a tensor that is truly absent or misshapen.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "amk/model_config.h"
+#include "amk/safetensors.h"
+
+namespace amk {
+
+// The folder is inconsistent (bad index, missing shard, escaping path, duplicated or missing
+// tensor, wrong shape). Malformed files raise SafetensorsError / ModelConfigError instead; all
+// derive from std::runtime_error and name the file.
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The fields of generation_config.json AMK uses; token ids are lists (the file allows an int,
+// a list or null).
+struct GenerationConfig {
+  std::vector<int64_t> bos_token_ids;
+  std::vector<int64_t> eos_token_ids;
+  std::optional<int64_t> pad_token_id;
+};
+
+class Checkpoint {
+ public:
+  // Throws CheckpointError, SafetensorsError, ModelConfigError or UnsupportedModelError.
+  static Checkpoint open(const std::filesystem::path& folder);
+
+  const std::filesystem::path& folder() const { return folder_; }
+  const ModelConfig& config() const { return config_; }
+  const std::optional<GenerationConfig>& generation_config() const { return generation_; }
+  // The ids that end generation: generation_config.json's when it names any, else config.json's.
+  std::vector<int64_t> eos_token_ids() const;
+
+  bool sharded() const { return sharded_; }
+  const std::vector<SafetensorsFile>& files() const { return files_; }  // sorted by file name
+
+  size_t num_tensors() const { return index_.size(); }
+  std::vector<std::string> tensor_names() const;  // sorted
+  const TensorView* find(std::string_view name) const;  // nullptr if absent
+  // Throws CheckpointError "<folder>: missing tensor 'x'".
+  const TensorView& tensor(std::string_view name) const;
+  // Also requires the shape; throws CheckpointError naming the tensor, the expected shape and the
+  // actual one.
+  const TensorView& tensor(std::string_view name, std::span<const int64_t> expected_shape) const;
+  const TensorView& tensor(std::string_view name, const std::vector<int64_t>& expected_shape) const {
+    return tensor(name, std::span<const int64_t>(expected_shape));
+  }
+
+ private:
+  Checkpoint() = default;
+
+  std::filesystem::path folder_;
+  ModelConfig config_;
+  std::optional<GenerationConfig> generation_;
+  bool sharded_ = false;
+  std::vector<SafetensorsFile> files_;
+  // Every tensor of every file, sorted by name. The views live inside files_' heap state, so
+  // they survive moves of the Checkpoint.
+  std::vector<const TensorView*> index_;
+};
+
+}  // namespace amk

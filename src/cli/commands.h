@@ -1,0 +1,26 @@
+// The `amk` subcommands. Each add_*_command registers its options on the root app; when the
+// command line selects it, its callback stores the work in `action`, which main() runs after a
+// clean parse (so a parse error never half-runs a command).
+#pragma once
+
+#include <functional>
+
+namespace CLI {
+class App;
+}
+
+namespace amk::cli {
+
+// Exit codes, the same for every command.
+inline constexpr int kExitOk = 0;        // accepted / succeeded
+inline constexpr int kExitFailed = 1;    // rejected by validate() or the run failed
+inline constexpr int kExitBadInput = 2;  // unreadable or malformed input, bad usage
+
+using Action = std::function<int()>;
+
+void add_validate_command(CLI::App& app, Action& action);
+void add_info_command(CLI::App& app, Action& action);
+void add_targets_command(CLI::App& app, Action& action);
+void add_exec_command(CLI::App& app, Action& action);
+
+}  // namespace amk::cli

@@ -1,0 +1,112 @@
+#include "cli/synthetic_data.h"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+
+#include <fmt/format.h>
+
+namespace amk::cli {
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Uniform in [0, 1), a pure function of its arguments.
+double unit(uint64_t seed, int64_t buffer, int64_t index) {
+  const uint64_t h = splitmix64(splitmix64(seed ^ splitmix64(static_cast<uint64_t>(buffer))) ^
+                                static_cast<uint64_t>(index));
+  return static_cast<double>(h >> 11) * 0x1.0p-53;
+}
+
+bool is_float(DType d) {
+  return d == DType::F32 || d == DType::F16 || d == DType::BF16 || d == DType::F8E4M3 ||
+         d == DType::F8E5M2;
+}
+
+const Buffer* find(const Program& p, int64_t id) {
+  for (const Buffer& b : p.buffers)
+    if (b.id == id) return &b;
+  return nullptr;
+}
+
+bool is_norm_weight(const Program& p, int64_t id) {
+  for (const Task& t : p.tasks)
+    if ((t.op == Op::RMSNORM || t.op == Op::LAYERNORM) && t.inputs.size() > 1 && t.inputs[1] == id)
+      return true;
+  return false;
+}
+
+// Rows of the smallest EMBED table that reads `id` as its token ids, if any does.
+std::optional<int64_t> embed_rows(const Program& p, int64_t id) {
+  std::optional<int64_t> rows;
+  for (const Task& t : p.tasks) {
+    if (t.op != Op::EMBED || t.inputs.size() < 2 || t.inputs[0] != id) continue;
+    const Buffer* table = find(p, t.inputs[1]);
+    if (table == nullptr || table->shape.empty()) continue;
+    rows = std::min(rows.value_or(std::numeric_limits<int64_t>::max()), table->shape[0]);
+  }
+  return rows;
+}
+
+bool is_rope_position(const Program& p, int64_t id) {
+  for (const Task& t : p.tasks)
+    if (t.op == Op::ROPE && t.inputs.size() > 1 && t.inputs[1] == id) return true;
+  return false;
+}
+
+int64_t decode_position(const Program& p) {
+  for (const Task& t : p.tasks)
+    if (t.op == Op::KV_APPEND) return std::max<int64_t>(0, t.params.get_int("pos", 0));
+  return 0;
+}
+
+}  // namespace
+
+std::vector<std::string> bind_synthetic_data(ReferenceVM& vm, uint64_t seed) {
+  const Program& p = vm.program();
+  std::vector<std::string> notes;
+  for (const Buffer& b : p.buffers) {
+    if (!is_readonly_kind(b.kind)) continue;
+    Tensor t = Tensor::zeros(b.dtype, b.shape);
+    const int64_t n = t.numel();
+    if (is_float(b.dtype)) {
+      const bool input = b.kind == BufferKind::IO_INPUT;
+      const double center = !input && is_norm_weight(p, b.id) ? 1.0 : 0.0;
+      const double half_width = input ? 1.0 : 0.1;
+      for (int64_t i = 0; i < n; ++i)
+        t.set(i, static_cast<float>(center + half_width * (2.0 * unit(seed, b.id, i) - 1.0)));
+    } else if (b.kind == BufferKind::IO_INPUT) {
+      int64_t value = 0;
+      std::string role = "integer input";
+      if (const auto rows = embed_rows(p, b.id); rows && *rows > 0) {
+        value = static_cast<int64_t>(seed % static_cast<uint64_t>(*rows));
+        role = fmt::format("EMBED id, table rows {}", *rows);
+      } else if (is_rope_position(p, b.id)) {
+        value = decode_position(p);
+        role = "ROPE position";
+      }
+      for (int64_t i = 0; i < n; ++i) t.set_int(i, value);
+      notes.push_back(fmt::format("{} = {} ({})", b.name, value, role));
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        const double u = unit(seed, b.id, i);
+        switch (b.dtype) {
+          case DType::I8: t.set_int(i, static_cast<int64_t>(u * 16) - 8); break;
+          case DType::I4: t.set_int(i, static_cast<int64_t>(u * 16)); break;
+          case DType::U8: t.set_int(i, static_cast<int64_t>(u * 256)); break;
+          default: break;  // I32 / BOOL constants stay 0
+        }
+      }
+    }
+    vm.set_buffer(b.id, std::move(t));
+  }
+  return notes;
+}
+
+}  // namespace amk::cli

@@ -1,0 +1,95 @@
+// Tile footprints and a sweep-line disjointness test (1,000 tiles must not cost 500k pairs).
+#include "ir/write_regions.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <queue>
+
+namespace amk::detail {
+
+namespace {
+
+constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+
+// A non-negative integer param, or nullopt (absent, real, non-numeric or negative).
+std::optional<int64_t> offset_param(const Params& p, std::string_view key) {
+  const ParamValue* v = p.find(key);
+  if (!v || v->kind != ParamValue::Kind::Int || v->i < 0) return std::nullopt;
+  return v->i;
+}
+
+std::optional<int64_t> extent_param(const Params& p, std::string_view key) {
+  const ParamValue* v = p.find(key);
+  if (!v || v->kind != ParamValue::Kind::Int || v->i <= 0) return std::nullopt;
+  return v->i;
+}
+
+int64_t end_of(int64_t off, int64_t len) {
+  int64_t r = 0;
+  return __builtin_add_overflow(off, len, &r) ? kMax : r;
+}
+
+}  // namespace
+
+WriteRegion write_region(const Task& task) {
+  WriteRegion r;
+  if (task.op != Op::GEMV_TILE && task.op != Op::GEMM_TILE) return r;
+  const auto n_off = offset_param(task.params, "n_off");
+  const auto n_tile = extent_param(task.params, "N_tile");
+  if (!n_off || !n_tile) return r;
+  r.whole = false;
+  r.col_lo = *n_off;
+  r.col_hi = end_of(*n_off, *n_tile);
+  r.row_lo = kMin;
+  r.row_hi = kMax;
+  if (task.op == Op::GEMM_TILE) {
+    const auto m_off = offset_param(task.params, "m_off");
+    const auto m_tile = extent_param(task.params, "M_tile");
+    if (m_off && m_tile) {
+      r.row_lo = *m_off;
+      r.row_hi = end_of(*m_off, *m_tile);
+    }
+  }
+  return r;
+}
+
+std::optional<std::pair<size_t, size_t>> find_overlap(const std::vector<WriteRegion>& regions) {
+  const size_t k = regions.size();
+  if (k < 2) return std::nullopt;
+  for (size_t i = 0; i < k; ++i)
+    if (regions[i].whole) return std::make_pair(i == 0 ? size_t{1} : size_t{0}, i);
+
+  // Sweep the column axis. The active regions all contain the sweep column, so they overlap
+  // pairwise in columns and must be pairwise disjoint in rows: keep their row ranges in an
+  // ordered map (disjoint, so keyed uniquely by row_lo) and test each newcomer against its two
+  // neighbours there.
+  std::vector<size_t> by_col(k);
+  for (size_t i = 0; i < k; ++i) by_col[i] = i;
+  std::sort(by_col.begin(), by_col.end(), [&](size_t a, size_t b) {
+    return regions[a].col_lo != regions[b].col_lo ? regions[a].col_lo < regions[b].col_lo : a < b;
+  });
+  using Expiry = std::pair<int64_t, size_t>;  // (col_hi, region)
+  std::priority_queue<Expiry, std::vector<Expiry>, std::greater<>> active_by_end;
+  std::map<int64_t, size_t> active_rows;      // row_lo -> region
+  for (size_t i : by_col) {
+    const WriteRegion& r = regions[i];
+    while (!active_by_end.empty() && active_by_end.top().first <= r.col_lo) {
+      const size_t gone = active_by_end.top().second;
+      active_by_end.pop();
+      active_rows.erase(regions[gone].row_lo);
+    }
+    auto next = active_rows.lower_bound(r.row_lo);
+    if (next != active_rows.end() && next->first < r.row_hi) return std::make_pair(next->second, i);
+    if (next != active_rows.begin()) {
+      const size_t prev = std::prev(next)->second;
+      if (regions[prev].row_hi > r.row_lo) return std::make_pair(prev, i);
+    }
+    active_rows.emplace(r.row_lo, i);
+    active_by_end.emplace(r.col_hi, i);
+  }
+  return std::nullopt;
+}
+
+}  // namespace amk::detail

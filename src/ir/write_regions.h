@@ -1,0 +1,30 @@
+// The part of its output buffer a task writes, and an O(k log k) test that k such parts are
+// pairwise disjoint (the proof that tiles under one shared counter cannot race).
+//
+// GEMV_TILE and GEMM_TILE write the columns [n_off, n_off + N_tile); GEMM_TILE also the rows
+// [m_off, m_off + M_tile) when both are given. A GEMV tile covers every row. Any other op, or a
+// tile whose params are absent or malformed, writes the whole buffer and overlaps everything.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "amk/ir.h"
+
+namespace amk::detail {
+
+struct WriteRegion {
+  bool whole = true;
+  int64_t row_lo = 0, row_hi = 0;  // half-open; all rows = [INT64_MIN, INT64_MAX)
+  int64_t col_lo = 0, col_hi = 0;  // half-open
+};
+
+WriteRegion write_region(const Task& task);
+
+// Two regions overlap iff their row ranges AND their column ranges intersect. Returns the
+// indices of one overlapping pair, or nullopt when all regions are pairwise disjoint.
+std::optional<std::pair<size_t, size_t>> find_overlap(const std::vector<WriteRegion>& regions);
+
+}  // namespace amk::detail

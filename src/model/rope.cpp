@@ -1,0 +1,50 @@
+// RoPE inverse frequencies with the scalings AMK supports; the formulas are transformers'
+// (_compute_default_rope_parameters, _compute_linear_scaling_rope_parameters,
+// _compute_llama3_parameters in modeling_rope_utils.py), so AMK rotates exactly as the model
+// was trained to.
+#include <cmath>
+#include <numbers>
+
+#include "amk/model_config.h"
+
+namespace amk {
+
+std::vector<double> rope_inv_freq(const ModelConfig& config) {
+  const RopeConfig& rope = config.rope;
+  const int64_t dim = config.head_dim;
+  std::vector<double> inv(static_cast<size_t>(dim / 2));
+  for (size_t i = 0; i < inv.size(); ++i)
+    inv[i] = 1.0 / std::pow(rope.theta, static_cast<double>(2 * i) / static_cast<double>(dim));
+
+  switch (rope.type) {
+    case RopeType::Default:
+      break;
+    case RopeType::Linear:
+      // Scaling positions by 1/factor is the same as scaling every frequency by it.
+      for (double& f : inv) f /= rope.factor;
+      break;
+    case RopeType::Llama3: {
+      // Wavelengths shorter than the original context / high_freq_factor keep their frequency;
+      // longer than original context / low_freq_factor are slowed by `factor`; in between, the
+      // two are blended linearly in (original context / wavelength).
+      const double old_ctx = static_cast<double>(rope.original_max_position_embeddings);
+      const double low_freq_wavelen = old_ctx / rope.low_freq_factor;
+      const double high_freq_wavelen = old_ctx / rope.high_freq_factor;
+      for (double& f : inv) {
+        const double wavelen = 2.0 * std::numbers::pi / f;
+        if (wavelen < high_freq_wavelen) continue;
+        if (wavelen > low_freq_wavelen) {
+          f /= rope.factor;
+          continue;
+        }
+        const double smooth = (old_ctx / wavelen - rope.low_freq_factor) /
+                              (rope.high_freq_factor - rope.low_freq_factor);
+        f = (1.0 - smooth) * f / rope.factor + smooth * f;
+      }
+      break;
+    }
+  }
+  return inv;
+}
+
+}  // namespace amk

@@ -1,0 +1,153 @@
+// ATTENTION_TILE (one decode query against a KV window, GQA) and ATTENTION_COMBINE (the
+// flash-decoding merge of split-KV partials).
+//
+// Head h reads KV head h / (n_heads / n_kv_heads): torch's repeat_interleave of the KV heads.
+// Per head, with s_j = scale * q . k_j over the window j in [kv_start, kv_start + kv_len):
+//   m = max_j s_j,  l = sum_j exp(s_j - m),  acc = sum_j exp(s_j - m) v_j
+// A full tile writes acc / l; a PARTIAL tile (flags bit 1) writes [acc | m | l] per head so
+// that ATTENTION_COMBINE can merge shards exactly:
+//   M = max_p m_p,  out = sum_p exp(m_p - M) acc_p / sum_p exp(m_p - M) l_p.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "vm/reference/ops/numeric.h"
+#include "vm/reference/ops/ops.h"
+
+namespace amk::ref {
+
+namespace {
+
+constexpr int64_t kFlagCausal = 1;   // single decode query: every cached key precedes it, no mask
+constexpr int64_t kFlagPartial = 2;  // write the flash partial [acc | m | l]
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+void op_attention_tile(const OpContext& c) {
+  c.check_registry();
+  const int64_t head_dim = c.int_param("head_dim");
+  const int64_t n_heads = c.int_param("n_heads");
+  const int64_t n_kv = c.int_param("n_kv_heads");
+  const int64_t kv_start = c.int_param("kv_start");
+  const int64_t kv_len = c.int_param("kv_len");
+  const double scale = c.real_param("scale");
+  const int64_t flags = c.int_param_or("flags", 0);
+  if (head_dim < 1) c.fail("param head_dim must be >= 1, got " + num(head_dim));
+  if (n_heads < 1 || n_kv < 1 || n_heads % n_kv != 0)
+    c.fail("param n_heads " + num(n_heads) + " must be a positive multiple of n_kv_heads " +
+           num(n_kv));
+  if (kv_start < 0) c.fail("param kv_start must be >= 0, got " + num(kv_start));
+  if (kv_len < 0) c.fail("param kv_len must be >= 0, got " + num(kv_len));
+  if ((flags & ~(kFlagCausal | kFlagPartial)) != 0)
+    c.fail("param flags " + num(flags) + " has unknown bits (bit 0 causal, bit 1 partial)");
+  const bool partial = (flags & kFlagPartial) != 0;
+
+  const Tensor& q = c.input(0);
+  const Tensor& k = c.input(1);
+  const Tensor& v = c.input(2);
+  // Input 3 is accepted and not read, as in reference.py: giving it a meaning here would make
+  // programs written for that reference compute something else.
+  require_float(c, q, "input 0 (q)");
+  require_numel(c, q, "input 0 (q)", n_heads * head_dim, "n_heads x head_dim");
+  require_float(c, k, "input 1 (k cache)");
+  require_float(c, v, "input 2 (v cache)");
+  require_rank(c, k, "input 1 (k cache)", 3);
+  if (k.shape[1] != n_kv || k.shape[2] != head_dim)
+    c.fail("input 1 (k cache) has shape " + shape_str(k.shape) + ", expected [max_seq, " +
+           num(n_kv) + ", " + num(head_dim) + "] (n_kv_heads, head_dim)");
+  require_shape(c, v, "input 2 (v cache)", k.shape);
+  if (kv_start + kv_len > k.shape[0])
+    c.fail("kv_start " + num(kv_start) + " + kv_len " + num(kv_len) + " exceeds the cache's " +
+           num(k.shape[0]) + " rows");
+  Tensor& out = c.output(0);
+  require_float(c, out, "output 0");
+  const int64_t width = partial ? head_dim + 2 : head_dim;
+  require_numel(c, out, "output 0", n_heads * width,
+                partial ? "n_heads x (head_dim + 2) for a partial" : "n_heads x head_dim");
+
+  const int64_t rep = n_heads / n_kv;
+  const std::vector<double> qv = load_all(q);
+  std::vector<double> result(size_t(n_heads * width), 0.0);
+  std::vector<double> score(static_cast<size_t>(kv_len));
+  for (int64_t h = 0; h < n_heads; ++h) {
+    const int64_t g = h / rep;
+    const double* qh = &qv[size_t(h * head_dim)];
+    double m = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j < kv_len; ++j) {
+      const int64_t base = ((kv_start + j) * n_kv + g) * head_dim;
+      double dot = 0;
+      for (int64_t d = 0; d < head_dim; ++d) dot += qh[d] * load(k, base + d);
+      score[size_t(j)] = scale * dot;
+      m = std::fmax(m, score[size_t(j)]);
+    }
+    double l = 0;
+    double* acc = &result[size_t(h * width)];
+    for (int64_t j = 0; j < kv_len; ++j) {
+      const double e = std::exp(score[size_t(j)] - m);
+      l += e;
+      const int64_t base = ((kv_start + j) * n_kv + g) * head_dim;
+      for (int64_t d = 0; d < head_dim; ++d) acc[d] += e * load(v, base + d);
+    }
+    if (partial) {
+      // An empty window leaves acc = 0 and writes m = -inf, l = 0: zero weight in the combine.
+      acc[head_dim] = m;
+      acc[head_dim + 1] = l;
+    } else if (kv_len > 0) {
+      for (int64_t d = 0; d < head_dim; ++d) acc[d] /= l;
+    }  // else: attention over nothing is 0, as torch's softmax/einsum over an empty axis gives
+  }
+  store_all(out, result);
+}
+
+void op_attention_combine(const OpContext& c) {
+  c.check_registry();
+  Tensor& out = c.output(0);
+  require_float(c, out, "output 0");
+  const int64_t pn = c.input(0).numel();
+  const int64_t on = out.numel();
+  for (size_t p = 0; p < c.num_inputs(); ++p) {
+    const std::string what = "input " + num(int64_t(p)) + " (partial)";
+    require_float(c, c.input(p), what);
+    require_numel(c, c.input(p), what, pn, "the size of input 0");
+  }
+  // head_dim / n_heads are optional: the partial and output sizes determine them, since
+  // partial = n_heads * (head_dim + 2) and output = n_heads * head_dim.
+  int64_t n_heads = c.int_param_or("n_heads", (pn - on) / 2);
+  int64_t head_dim = c.int_param_or("head_dim", n_heads > 0 ? on / n_heads : 0);
+  if (!c.has_param("n_heads") && c.has_param("head_dim") && head_dim > 0) n_heads = on / head_dim;
+  if (n_heads < 1 || head_dim < 1 || n_heads * head_dim != on || n_heads * (head_dim + 2) != pn)
+    c.fail("partials of " + num(pn) + " elements and an output of " + num(on) + " elements (shape " +
+           shape_str(out.shape) + ") are not [n_heads, head_dim + 2] and [n_heads, head_dim]" +
+           (c.has_param("head_dim") || c.has_param("n_heads")
+                ? " for params head_dim " + num(head_dim) + ", n_heads " + num(n_heads)
+                : std::string()));
+
+  const int64_t width = head_dim + 2;
+  std::vector<std::vector<double>> parts;
+  for (size_t p = 0; p < c.num_inputs(); ++p) parts.push_back(load_all(c.input(p)));
+  std::vector<double> result(size_t(on), 0.0);
+  for (int64_t h = 0; h < n_heads; ++h) {
+    // Only shards that saw keys (l > 0) take part, so an empty shard never yields exp(-inf + inf).
+    double M = -std::numeric_limits<double>::infinity();
+    for (const auto& part : parts)
+      if (part[size_t(h * width + head_dim + 1)] > 0) M = std::fmax(M, part[size_t(h * width + head_dim)]);
+    double L = 0;
+    double* acc = &result[size_t(h * head_dim)];
+    for (const auto& part : parts) {
+      const double* ph = &part[size_t(h * width)];
+      if (!(ph[head_dim + 1] > 0)) continue;
+      const double w = std::exp(ph[head_dim] - M);
+      L += w * ph[head_dim + 1];
+      for (int64_t d = 0; d < head_dim; ++d) acc[d] += w * ph[d];
+    }
+    // Every shard empty: the head attended to nothing and is 0, as in reference.py.
+    if (L > 0)
+      for (int64_t d = 0; d < head_dim; ++d) acc[d] /= L;
+  }
+  store_all(out, result);
+}
+
+}  // namespace amk::ref

@@ -1,0 +1,38 @@
+// One function per opcode (docs/OPCODES.md is the contract). Each checks its own operands and
+// params, computes in double, and writes its outputs only after it has read every input, so an
+// output may alias an input. Internal to amk_core; run_reference_op dispatches here.
+#pragma once
+
+#include "vm/reference/ops/op_context.h"
+
+namespace amk::ref {
+
+// elementwise.cpp
+void op_copy(const OpContext& c);
+void op_add(const OpContext& c);
+void op_mul(const OpContext& c);
+void op_silu_mul(const OpContext& c);
+void op_gelu(const OpContext& c);
+void op_allreduce_shard(const OpContext& c);
+// norm.cpp
+void op_rmsnorm(const OpContext& c);
+void op_layernorm(const OpContext& c);
+// embed.cpp
+void op_embed(const OpContext& c);
+// matmul.cpp (GEMV_TILE and GEMM_TILE)
+void op_gemv_gemm(const OpContext& c);
+// quant.cpp
+void op_dequant(const OpContext& c);
+// attention.cpp
+void op_attention_tile(const OpContext& c);
+void op_attention_combine(const OpContext& c);
+// rope.cpp
+void op_rope(const OpContext& c);
+// softmax.cpp
+void op_softmax(const OpContext& c);
+// kv_append.cpp
+void op_kv_append(const OpContext& c);
+// argmax.cpp
+void op_sample_argmax(const OpContext& c);
+
+}  // namespace amk::ref
