@@ -337,8 +337,9 @@ TEST(JsonWrite, FloatsAreWrittenAsPythonRepr) {
 
 TEST(JsonWrite, StringsAreAsciiEscapedLikeEnsureAscii) {
   Program p;
-  p.new_buffer(std::string("q\"b\\s/\n\r\t\b\f\x01\x1f\x7f") + "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80",
-               BufferKind::ACTIVATION, DType::F32, {1});
+  const std::string name =
+      std::string("q\"b\\s/\n\r\t\b\f\x01\x1f\x7f") + "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";
+  p.new_buffer(name, BufferKind::ACTIVATION, DType::F32, {1});
   const std::string json = program_to_json(p);
   EXPECT_NE(json.find(R"("name": "q\"b\\s/\n\r\t\b\f\u0001\u001f\u007f\u00e9\u20ac\ud83d\ude00")"),
             std::string::npos)
@@ -449,7 +450,9 @@ std::string random_json(std::mt19937_64& rng, int depth) {
 Program random_program(std::mt19937_64& rng) {
   Program p;
   const auto chance = [&](int pct) { return static_cast<int>(rng() % 100) < pct; };
-  const auto small = [&](int64_t n) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(n)); };
+  const auto small = [&](int64_t n) {
+    return static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
+  };
   if (chance(50)) p.set_meta_string("model", random_text(rng));
   if (chance(50)) p.meta.emplace_back("k" + random_text(rng) + "!", random_json(rng, 0));
   if (chance(30)) p.meta.emplace_back("n", "-5");
@@ -478,8 +481,9 @@ Program random_program(std::mt19937_64& rng) {
     Params params;
     const int64_t np = small(5);
     for (int64_t k = 0; k < np; ++k) {
-      const std::string name = chance(50) ? std::string(param_fields()[rng() % param_fields().size()].name)
-                                          : random_text(rng);
+      const auto& fields = param_fields();
+      const std::string name =
+          chance(50) ? std::string(fields[rng() % fields.size()].name) : random_text(rng);
       switch (small(3)) {
         case 0: params.set_int(name, static_cast<int64_t>(rng())); break;
         case 1: params.set_real(name, random_double(rng)); break;
@@ -738,7 +742,8 @@ TEST(JsonTypes, EveryTypeErrorNamesThePath) {
        R"(KV_CACHE, IO_INPUT, IO_OUTPUT, CONST))"},
       {R"({"buffers": [{"id": 0, "name": "a", "kind": "WEIGHT", "dtype": 2, "shape": [1]}]})",
        "$.buffers[0].dtype: expected a string, got integer 2"},
-      {R"({"buffers": [{"id": 0, "name": "a", "kind": "WEIGHT", "dtype": "F32", "shape": [1, "2"]}]})",
+      {R"({"buffers": [{"id": 0, "name": "a", "kind": "WEIGHT", "dtype": "F32",
+          "shape": [1, "2"]}]})",
        R"($.buffers[0].shape[1]: expected an integer, got string "2")"},
       {R"({"buffers": [{"id": 0, "name": "a", "kind": "WEIGHT", "dtype": "F32", "shape": 4}]})",
        "$.buffers[0].shape: expected an array, got integer 4"},
@@ -810,7 +815,8 @@ TEST(JsonTypes, EveryTypeErrorNamesThePath) {
   for (const TypeCase& c : cases) {
     const LoadResult r = program_from_json(c.doc);
     ASSERT_FALSE(r) << c.doc;
-    EXPECT_EQ(r.error.rfind(c.error, 0), 0u) << "got:      " << r.error << "\nexpected: " << c.error;
+    EXPECT_EQ(r.error.rfind(c.error, 0), 0u)
+        << "got:      " << r.error << "\nexpected: " << c.error;
   }
 }
 
@@ -931,7 +937,8 @@ TEST(JsonMalformed, EveryTruncationOfAValidProgramFailsCleanly) {
 }
 
 TEST(JsonMalformed, HugeTokensDoNotMakeHugeMessages) {
-  const std::string e = load_error("{\"meta\": {\"x\": \"" + std::string(1 << 20, 'a') + "\xff\"}}");
+  const std::string e =
+      load_error("{\"meta\": {\"x\": \"" + std::string(1 << 20, 'a') + "\xff\"}}");
   EXPECT_LT(e.size(), 400u) << e;
   EXPECT_NE(e.find("ill-formed UTF-8"), std::string::npos) << e;
   const std::string big = std::string(R"({"tasks": [{"id": 0, "op": ")") +

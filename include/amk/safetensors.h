@@ -76,7 +76,8 @@ struct SafetensorsContents {
 SafetensorsContents parse_safetensors(std::span<const std::byte> file, std::string_view display_name);
 
 // A safetensors file on disk, memory-mapped read-only. Movable, not copyable; moving keeps every
-// TensorView valid (the mapping and the views live on the heap).
+// TensorView valid (the mapping and the views live on the heap). A moved-from file may only be
+// assigned to or destroyed.
 class SafetensorsFile {
  public:
   // Throws SafetensorsError (unreadable, not a regular file, malformed).

@@ -1205,9 +1205,10 @@ std::string decode_version(const Value* v, const Path& p, std::string_view ours,
                         " has a minor part this build cannot compare; loading it as " +
                         std::string(ours));
   else if (file_minor && our_minor && *file_minor > *our_minor)
-    warnings.add(p, "the file is " + std::string(what) + " " + shown + ", newer than this build's " +
-                        std::string(ours) + "; loading it (fields this build does not know are "
-                        "dropped with a warning)");
+    warnings.add(p, "the file is " + std::string(what) + " " + shown +
+                        ", newer than this build's " + std::string(ours) +
+                        "; loading it (fields this build does not know are dropped with a "
+                        "warning)");
   return file;
 }
 
@@ -1253,7 +1254,8 @@ void decode_program(const Value& root_value, Program& prog, const RecordDecoder&
     const Path mp = root.child("meta");
     const Members& o = get_object(*m, mp);
     prog.meta.reserve(o.items.size());
-    for (size_t k = 0; k < o.items.size(); ++k) prog.meta.emplace_back(o.keys[k], compact(o.items[k]));
+    for (size_t k = 0; k < o.items.size(); ++k)
+      prog.meta.emplace_back(o.keys[k], compact(o.items[k]));
   }
   prog.target = decode_nullable<GpuTarget>(top, root, "target", warnings, decode_target);
   for (std::string_view name : kRecordArrays) {

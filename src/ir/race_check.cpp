@@ -44,13 +44,14 @@ struct WriterGroups {
   }
 };
 
-// One counter-group of writers a read (or a later writer) must be ordered after.
+// A set of writers a read must be ordered after: tasks[begin, end) of some task array (a
+// counter run of WriterGroups::by_counter, or a slice of a writer chain), proven by one query.
 struct Requirement {
-  int32_t run_begin;  // index into WriterGroups::by_counter
-  int32_t run_end;
+  const std::vector<int32_t>* tasks;
+  int32_t begin, end;
   HappensBefore::Ticket ticket;
-  bool fails_outright;  // no query can succeed (counterless writers, or the reader's own counter)
-  bool includes_reader = false;  // the run holds the reading task itself (its own counter)
+  bool fails_outright;           // no query can succeed (see where it is made)
+  bool includes_reader = false;  // the range holds the reading task itself (its own counter)
 };
 
 struct ReadCheck {
@@ -61,12 +62,20 @@ struct ReadCheck {
 };
 
 struct WawCheck {
-  int32_t buffer;
-  bool one_counter;
-  std::vector<int32_t> order;  // the writers in topological order (multi-counter case)
-  size_t req_begin, req_end;   // one requirement per consecutive pair
+  int32_t buffer = -1;
+  bool one_counter = false;
+  std::vector<int32_t> order;      // multi-counter case: the writers in topological order
+  std::vector<int32_t> order_pos;  // ... and their positions
+  std::vector<HappensBefore::Ticket> links;  // order[i] happens before order[i + 1]?
   std::optional<std::pair<size_t, size_t>> overlap;  // one-counter case
+  std::pair<int32_t, int32_t> culprits{-1, -1};       // after solving: a racing pair
+  bool chain = false;  // after solving: writers totally ordered (multi-counter case)
 };
+
+// Reads of buffers whose writers race among themselves (a WAW error) are checked per counter
+// run; this caps those queries so a hostile program cannot make the check quadratic. Reads past
+// the cap are reported as unchecked (the program is rejected by its WAW error anyway).
+constexpr int64_t kUnorderedRunBudget = int64_t{1} << 22;
 
 }  // namespace
 
@@ -75,14 +84,65 @@ void check_races(const CheckInputs& in) {
   const BufferUse& use = in.use;
   const DependencyGraph& g = in.graph;
   HappensBefore& hb = in.hb;
-  hb.clear();
   const WriterGroups groups(use, g);
+  const size_t nb = use.writers.rows();
 
-  std::vector<Requirement> reqs;
-  std::vector<ReadCheck> reads;
+  // ---- WAW first: whether a buffer's writers form a chain decides how its reads are checked ----
+  std::vector<WawCheck> waws;
+  std::vector<int32_t> waw_of(nb, -1);
+  std::vector<WriteRegion> regions;
+  hb.clear();
+  for (size_t bi = 0; bi < nb; ++bi) {
+    const auto ws = use.writers.row(bi);
+    const Buffer& buf = p.buffers[bi];
+    if (ws.size() < 2 || !enum_in_range(buf.kind, kNumBufferKinds) || is_readonly_kind(buf.kind))
+      continue;
+    const auto runs = groups.runs.row(bi);
+    WawCheck w;
+    w.buffer = static_cast<int32_t>(bi);
+    w.one_counter = runs.size() == 1 && groups.counter_at(g, runs[0]) >= 0;
+    if (w.one_counter) {
+      // Producers of one counter are never ordered among themselves; only disjointness helps.
+      regions.clear();
+      for (int32_t t : ws) regions.push_back(write_region(p.tasks[static_cast<size_t>(t)]));
+      w.overlap = find_overlap(regions);
+      if (w.overlap) {
+        w.culprits = {std::min(ws[w.overlap->first], ws[w.overlap->second]),
+                      std::max(ws[w.overlap->first], ws[w.overlap->second])};
+      }
+    } else {
+      // Totally ordered iff each writer happens before the next one in topological order.
+      w.order.assign(ws.begin(), ws.end());
+      std::sort(w.order.begin(), w.order.end(),
+                [&](int32_t x, int32_t y) { return hb.position(x) < hb.position(y); });
+      for (int32_t t : w.order) w.order_pos.push_back(hb.position(t));
+      for (size_t i = 0; i + 1 < w.order.size(); ++i) {
+        const int32_t c = g.out_counter[static_cast<size_t>(w.order[i])];
+        w.links.push_back(c < 0 ? HappensBefore::Ticket{-2} : hb.ask(c, w.order[i + 1]));
+      }
+    }
+    waw_of[bi] = static_cast<int32_t>(waws.size());
+    waws.push_back(std::move(w));
+  }
+  hb.solve();
+  for (WawCheck& w : waws) {
+    if (w.one_counter) continue;
+    w.chain = true;
+    for (size_t i = 0; i < w.links.size() && w.chain; ++i)
+      if (!hb.answer(w.links[i])) {
+        w.chain = false;
+        w.culprits = {w.order[i], w.order[i + 1]};
+      }
+  }
 
   // ---- RAW / KV: collect the happens-before queries ----
+  hb.clear();
+  std::vector<Requirement> reqs;
+  std::vector<ReadCheck> reads;
+  std::vector<int64_t> unchecked(nb, 0);
+  int64_t run_budget = kUnorderedRunBudget;
   for (int32_t t = 0; t < g.num_tasks; ++t) {
+    const int32_t my_counter = g.out_counter[static_cast<size_t>(t)];
     for (int32_t b : use.reads.row(static_cast<size_t>(t))) {
       const Buffer& buf = p.buffers[static_cast<size_t>(b)];
       if (!enum_in_range(buf.kind, kNumBufferKinds) || is_readonly_kind(buf.kind)) continue;
@@ -100,58 +160,48 @@ void check_races(const CheckInputs& in) {
                      " in place with no external producer (reads its own uninitialized output?)");
         continue;
       }
-      ReadCheck rc{t, b, kv, reqs.size(), 0};
       const auto runs = groups.runs.row(static_cast<size_t>(b));
-      const auto end_of_writers = static_cast<int32_t>(use.writers.offsets[static_cast<size_t>(b) + 1]);
-      for (size_t r = 0; r < runs.size(); ++r) {
-        const int32_t lo = runs[r], hi = r + 1 < runs.size() ? runs[r + 1] : end_of_writers;
-        const int32_t c = groups.counter_at(g, lo);
-        if (self_writes && c == g.out_counter[static_cast<size_t>(t)]) {
-          if (hi - lo == 1) continue;  // the run is t alone
-          reqs.push_back({lo, hi, 0, true, true});  // siblings on t's own counter cannot precede t
-        } else if (c < 0) {
-          reqs.push_back({lo, hi, 0, true, false});
-        } else {
-          reqs.push_back({lo, hi, hb.ask(c, t), false, false});
+      const WawCheck* waw = waw_of[static_cast<size_t>(b)] >= 0 ? &waws[static_cast<size_t>(waw_of[static_cast<size_t>(b)])] : nullptr;
+      if (runs.size() > 1 && !(waw && waw->chain)) {
+        if (run_budget < static_cast<int64_t>(runs.size())) {
+          ++unchecked[static_cast<size_t>(b)];
+          continue;
+        }
+        run_budget -= static_cast<int64_t>(runs.size());
+      }
+      ReadCheck rc{t, b, kv, reqs.size(), 0};
+      if (waw && waw->chain) {
+        // A chain w1 -> ... -> wk: all writers before t are ordered before t iff the last of
+        // them is; a writer after t in topological order cannot be ordered before it.
+        const auto j = static_cast<int32_t>(
+            std::lower_bound(waw->order_pos.begin(), waw->order_pos.end(), hb.position(t)) -
+            waw->order_pos.begin());
+        const auto k = static_cast<int32_t>(waw->order.size());
+        if (j > 0) {
+          const int32_t c = g.out_counter[static_cast<size_t>(waw->order[static_cast<size_t>(j - 1)])];
+          reqs.push_back({&waw->order, j - 1, j, c < 0 ? 0 : hb.ask(c, t), c < 0});
+        }
+        const int32_t after = j + (self_writes ? 1 : 0);
+        if (after < k) reqs.push_back({&waw->order, after, k, 0, true});
+      } else {
+        const auto end_of_writers = static_cast<int32_t>(use.writers.offsets[static_cast<size_t>(b) + 1]);
+        for (size_t r = 0; r < runs.size(); ++r) {
+          const int32_t lo = runs[r], hi = r + 1 < runs.size() ? runs[r + 1] : end_of_writers;
+          const int32_t c = groups.counter_at(g, lo);
+          if (self_writes && c == my_counter) {
+            if (hi - lo == 1) continue;  // the run is t alone
+            // Siblings on t's own counter: producers of one counter are never ordered.
+            reqs.push_back({&groups.by_counter, lo, hi, 0, true, true});
+          } else {
+            // c < 0: writers whose out_counter is missing signal nothing, so precede nothing.
+            reqs.push_back({&groups.by_counter, lo, hi, c < 0 ? 0 : hb.ask(c, t), c < 0});
+          }
         }
       }
       rc.req_end = reqs.size();
       reads.push_back(rc);
     }
   }
-
-  // ---- WAW: collect ----
-  std::vector<WawCheck> waws;
-  std::vector<WriteRegion> regions;
-  for (size_t bi = 0; bi < use.writers.rows(); ++bi) {
-    const auto b = static_cast<int32_t>(bi);
-    const auto ws = use.writers.row(bi);
-    const Buffer& buf = p.buffers[bi];
-    if (ws.size() < 2 || !enum_in_range(buf.kind, kNumBufferKinds) || is_readonly_kind(buf.kind))
-      continue;
-    const auto runs = groups.runs.row(bi);
-    WawCheck w{b, runs.size() == 1 && groups.counter_at(g, runs[0]) >= 0, {}, reqs.size(), 0, {}};
-    if (w.one_counter) {
-      // Producers of one counter are never ordered among themselves; only disjointness helps.
-      regions.clear();
-      for (int32_t t : ws) regions.push_back(write_region(p.tasks[static_cast<size_t>(t)]));
-      w.overlap = find_overlap(regions);
-      if (!w.overlap) continue;
-    } else {
-      // Totally ordered iff each writer happens before the next one in topological order.
-      w.order.assign(ws.begin(), ws.end());
-      std::sort(w.order.begin(), w.order.end(),
-                [&](int32_t x, int32_t y) { return hb.position(x) < hb.position(y); });
-      for (size_t i = 0; i + 1 < w.order.size(); ++i) {
-        const int32_t c = g.out_counter[static_cast<size_t>(w.order[i])];
-        reqs.push_back({static_cast<int32_t>(i), static_cast<int32_t>(i + 1),
-                        c < 0 ? 0 : hb.ask(c, w.order[i + 1]), c < 0, false});
-      }
-    }
-    w.req_end = reqs.size();
-    waws.push_back(std::move(w));
-  }
-
   hb.solve();
   auto holds = [&](const Requirement& r) { return !r.fails_outright && hb.answer(r.ticket); };
 
@@ -164,13 +214,11 @@ void check_races(const CheckInputs& in) {
     missing.clear();
     size_t total = 0;
     for (size_t i = rc.req_begin; i < rc.req_end; ++i) {
-      if (holds(reqs[i])) continue;
       const Requirement& r = reqs[i];
-      int32_t k = r.run_begin;
-      for (; k < r.run_end && missing.size() < kNamed; ++k)
-        if (groups.by_counter[static_cast<size_t>(k)] != rc.task)
-          missing.push_back(groups.by_counter[static_cast<size_t>(k)]);
-      total += static_cast<size_t>(r.run_end - r.run_begin) - (r.includes_reader ? 1 : 0);
+      if (holds(r)) continue;
+      for (int32_t k = r.begin; k < r.end && missing.size() < kNamed; ++k)
+        if ((*r.tasks)[static_cast<size_t>(k)] != rc.task) missing.push_back((*r.tasks)[static_cast<size_t>(k)]);
+      total += static_cast<size_t>(r.end - r.begin) - (r.includes_reader ? 1 : 0);
     }
     if (total == 0) continue;
     std::sort(missing.begin(), missing.end());
@@ -178,24 +226,19 @@ void check_races(const CheckInputs& in) {
                   buffer_ref(p, rc.buffer) + " but writer task(s) " + id_list(missing, total) +
                   " are NOT ordered before it, " + (rc.kv ? "KV cache RACE" : "data RACE"));
   }
+  for (size_t b = 0; b < nb; ++b)
+    if (unchecked[b] > 0)
+      in.diag.error("data-race check skipped for " + std::to_string(unchecked[b]) + " read(s) of buffer " +
+                    buffer_ref(p, static_cast<int32_t>(b)) + ": its " +
+                    std::to_string(use.writers.row_size(b)) +
+                    " writers are neither disjoint tiles under one counter nor totally ordered "
+                    "(see the write-after-write error), too many to check one by one");
   for (const WawCheck& w : waws) {
-    std::pair<int32_t, int32_t> culprits{-1, -1};
-    std::string reason;
-    if (w.one_counter) {
-      const auto ws = use.writers.row(static_cast<size_t>(w.buffer));
-      culprits = {ws[w.overlap->first], ws[w.overlap->second]};
-      if (culprits.first > culprits.second) std::swap(culprits.first, culprits.second);
-      reason = "share a counter but their tiles OVERLAP; ";
-    } else {
-      for (size_t i = w.req_begin; i < w.req_end && culprits.first < 0; ++i)
-        if (!holds(reqs[i]))
-          culprits = {w.order[static_cast<size_t>(reqs[i].run_begin)],
-                      w.order[static_cast<size_t>(reqs[i].run_end)]};
-      if (culprits.first < 0) continue;  // totally ordered
-      reason = "do not share one counter (disjoint tiles prove nothing then) and ";
-    }
+    if (w.culprits.first < 0) continue;
+    const std::string reason = w.one_counter ? "share a counter but their tiles OVERLAP; "
+                                             : "do not share one counter (disjoint tiles prove nothing then) and ";
     in.diag.error("multi-writer WAW race on buffer " + buffer_ref(p, w.buffer) + ": writers " +
-                  task_ref(p, culprits.first) + " and " + task_ref(p, culprits.second) + " " +
+                  task_ref(p, w.culprits.first) + " and " + task_ref(p, w.culprits.second) + " " +
                   reason + "neither is ordered happens-before the other, write-after-write RACE");
   }
 }

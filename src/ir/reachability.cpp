@@ -45,6 +45,7 @@ HappensBefore::HappensBefore(const DependencyGraph& g, std::span<const int32_t> 
   hb_waiters_ = Csr::from_pairs(static_cast<size_t>(g.num_counters), pairs);
   build_tree_cover();
   build_interval_labels();
+  visited_.assign(static_cast<size_t>(g.num_tasks) + static_cast<size_t>(g.num_counters), 0);
 }
 
 // GRAIL-style interval labels over the sound bipartite graph (task -> its counter -> the tasks
@@ -186,8 +187,50 @@ HappensBefore::Ticket HappensBefore::ask(int32_t c, int32_t t) {
   if (rank_[static_cast<size_t>(r)] > rank_[cn] || low_[static_cast<size_t>(r)] < low_[cn]) return kNo;
   // A sound waiter of c is a tree ancestor of t: ordered through tree edges alone.
   if (tree_covers(c, t) || (r != t && tree_covers(c, r))) return kYes;
+  switch (bounded_search(c, r)) {
+    case Search::kFound: return kYes;
+    case Search::kAbsent: return kNo;
+    case Search::kGaveUp: break;
+  }
   pending_.push_back(key(c, r));
   return static_cast<Ticket>(pending_.size() - 1);
+}
+
+// A forward DFS from counter c that only enters nodes whose interval label contains t's and
+// that precede t in topological order (GRAIL's pruned search). In sparse graphs it settles a
+// query after a handful of visits; where it would wander (dense graphs) it stops after a fixed
+// budget and leaves the query to the sweeps, so its cost per query is bounded.
+HappensBefore::Search HappensBefore::bounded_search(int32_t c, int32_t t) {
+  constexpr int kBudget = 48;
+  const auto n = static_cast<size_t>(g_.num_tasks);
+  const auto target = static_cast<size_t>(t);
+  const int32_t t_rank = rank_[target], t_low = low_[target], t_pos = pos_[target];
+  if (++search_stamp_ == 0) {  // wrapped: forget all marks
+    std::fill(visited_.begin(), visited_.end(), 0);
+    search_stamp_ = 1;
+  }
+  auto admissible = [&](size_t v) {
+    if (visited_[v] == search_stamp_) return false;
+    visited_[v] = search_stamp_;
+    return rank_[v] >= t_rank && low_[v] <= t_low;
+  };
+  search_stack_.clear();
+  search_stack_.push_back(static_cast<int32_t>(n + static_cast<size_t>(c)));
+  visited_[n + static_cast<size_t>(c)] = search_stamp_;
+  int work = 0;  // counters popped plus waiters scanned: a 100k-waiter counter is not "one step"
+  while (!search_stack_.empty()) {
+    const auto cu = static_cast<size_t>(search_stack_.back()) - n;  // the stack holds counters
+    search_stack_.pop_back();
+    for (int32_t w : hb_waiters_.row(cu)) {
+      if (++work > kBudget) return Search::kGaveUp;
+      const auto wu = static_cast<size_t>(w);
+      if (wu == target) return Search::kFound;
+      if (pos_[wu] >= t_pos || !admissible(wu)) continue;
+      const int32_t oc = g_.out_counter[wu];
+      if (oc >= 0 && admissible(n + static_cast<size_t>(oc))) search_stack_.push_back(static_cast<int32_t>(n) + oc);
+    }
+  }
+  return Search::kAbsent;
 }
 
 bool HappensBefore::answer(Ticket ticket) const {

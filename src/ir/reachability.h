@@ -47,6 +47,8 @@ class HappensBefore {
  private:
   static constexpr Ticket kYes = -1;
   static constexpr Ticket kNo = -2;
+  enum class Search { kFound, kAbsent, kGaveUp };
+  Search bounded_search(int32_t counter, int32_t task);
   void build_tree_cover();
   void build_interval_labels();
   bool tree_covers(int32_t c, int32_t t) const;
@@ -65,6 +67,9 @@ class HappensBefore {
   std::vector<int32_t> tree_pre_, tree_end_;  // task -> preorder range of its subtree
   Csr cover_;                            // counter -> outermost waiter ranges (starts)
   std::vector<int32_t> cover_end_;       // parallel to cover_.values: range ends
+  std::vector<uint32_t> visited_;        // per node: stamp of the last search that entered it
+  uint32_t search_stamp_ = 0;
+  std::vector<int32_t> search_stack_;
   std::vector<uint64_t> pending_;        // ticket -> key, in issue order
   std::vector<uint64_t> solved_keys_;    // sorted unique keys after solve()
   std::vector<uint8_t> solved_;          // answer per solved key

@@ -1,0 +1,47 @@
+// Lowering: a Llama-family model + a ScheduleConfig + a GpuTarget -> the validated decode-step
+// Program (IR_SPEC §5). One Program serves every token up to max_context: the position is
+// runtime state (docs/RUNTIME_POSITION.md), never a param baked per token. docs/LOWERING.md
+// describes the task graph and what every knob does to it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "amk/ir.h"
+#include "amk/model_config.h"
+
+namespace amk {
+
+// A ScheduleConfig or max_context the lowering cannot realise (unknown tiling key, smem over the
+// target's opt-in, ...), or a model feature it does not lower yet. The message names the knob.
+class LoweringError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The program's interface: the buffers the host binds and reads every step.
+namespace lowered_names {
+inline constexpr std::string_view kToken = "token";          // IO_INPUT I32 [1]: this step's token
+inline constexpr std::string_view kPos = "pos";              // IO_INPUT I32 [1]: this step's position
+inline constexpr std::string_view kLogits = "logits";        // IO_OUTPUT F32 [1, vocab]
+inline constexpr std::string_view kNextToken = "next_token"; // IO_OUTPUT I32 [1]: argmax of logits
+}  // namespace lowered_names
+// "layers.{i}.k_cache" / "layers.{i}.v_cache": KV_CACHE [max_context, n_kv_heads, head_dim].
+std::string kv_cache_name(int64_t layer, char k_or_v);
+
+// Defaults when the config leaves them out.
+inline constexpr int64_t kDefaultGemvNTile = 256;
+
+// Throws LoweringError (bad knob, unsupported feature, max_context out of range) or
+// UnsupportedModelError (a sliding window shorter than max_context). Every returned program has
+// passed validate(); a rejection would be a lowering bug and throws LoweringError with the report.
+// `weight_dtype` is the dtype of the WEIGHT buffers (the checkpoint's); when absent it comes from
+// the config's torch_dtype (BF16 when that is absent too). Activations, KV cache and logits are
+// F32 in this slice.
+Program lower(const ModelConfig& model, const ScheduleConfig& config, const GpuTarget& target,
+              int64_t max_context, std::optional<DType> weight_dtype = std::nullopt);
+
+}  // namespace amk

@@ -1,0 +1,64 @@
+#include "schedule/tiling.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "amk/lowering.h"
+
+namespace amk::schedule {
+
+namespace {
+
+bool is_projection(std::string_view name) {
+  return std::find(std::begin(kProjections), std::end(kProjections), name) != std::end(kProjections);
+}
+
+std::string known_archetypes() {
+  std::string s = "gemv, attention";
+  for (std::string_view p : kProjections) s += fmt::format(", {}", p);
+  return s;
+}
+
+// The one key an archetype takes; anything else in its dict is an error, never ignored.
+int64_t only_key(const std::string& archetype, const ScheduleConfig::TileSizes& sizes,
+                 std::string_view key) {
+  std::optional<int64_t> value;
+  for (const auto& [k, v] : sizes) {
+    if (k != key)
+      throw LoweringError(fmt::format("tiling.{}: unknown key '{}' (it takes only '{}')",
+                                      archetype, k, key));
+    if (v < 1) throw LoweringError(fmt::format("tiling.{}.{} must be >= 1, got {}", archetype, k, v));
+    value = v;
+  }
+  if (!value) throw LoweringError(fmt::format("tiling.{}: missing '{}'", archetype, key));
+  return *value;
+}
+
+}  // namespace
+
+int64_t Tiling::n_tile(std::string_view projection) const {
+  for (const auto& [name, n] : projection_n_tile)
+    if (name == projection) return n;
+  return gemv_n_tile;
+}
+
+Tiling resolve_tiling(const ScheduleConfig& config, int64_t default_n_tile) {
+  Tiling t;
+  t.gemv_n_tile = default_n_tile;
+  for (const auto& [archetype, sizes] : config.tiling) {
+    if (archetype == "gemv") {
+      t.gemv_n_tile = only_key(archetype, sizes, "N_tile");
+    } else if (archetype == "attention") {
+      t.kv_block = only_key(archetype, sizes, "kv_block");
+    } else if (is_projection(archetype)) {
+      t.projection_n_tile.emplace_back(archetype, only_key(archetype, sizes, "N_tile"));
+    } else {
+      throw LoweringError(fmt::format("tiling: unknown archetype '{}' (known: {})", archetype,
+                                      known_archetypes()));
+    }
+  }
+  return t;
+}
+
+}  // namespace amk::schedule

@@ -1,0 +1,31 @@
+// The `tiling` knob of a ScheduleConfig, checked and resolved: a GEMV tile width per projection
+// and the split-KV block of attention. Internal to the lowering.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "amk/ir.h"
+
+namespace amk::schedule {
+
+// The projections a decode step tiles; each may override the "gemv" N_tile by name.
+inline constexpr std::string_view kProjections[] = {"q_proj",    "k_proj",  "v_proj",
+                                                    "o_proj",    "gate_proj", "up_proj",
+                                                    "down_proj", "lm_head"};
+
+struct Tiling {
+  int64_t gemv_n_tile = 0;
+  std::vector<std::pair<std::string, int64_t>> projection_n_tile;  // overrides
+  std::optional<int64_t> kv_block;  // split-KV when set
+
+  int64_t n_tile(std::string_view projection) const;
+};
+
+// Throws LoweringError naming any unknown archetype or key, or a value < 1:
+//   {"gemv": {"N_tile": n}, "<projection>": {"N_tile": n}, "attention": {"kv_block": n}}
+Tiling resolve_tiling(const ScheduleConfig& config, int64_t default_n_tile);
+
+}  // namespace amk::schedule
