@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -25,6 +26,9 @@ struct VmOptions {
   Order order = Order::ListOrder;  // Random fires a random ready task each step (race shaking)
   uint64_t seed = 0;
   double timeout_s = 60.0;         // wall-clock watchdog, checked between tasks
+  // The step's position, for tasks whose flags read it (docs/RUNTIME_POSITION.md). A program
+  // lowered once serves every step: the host sets this and the position IO_INPUT together.
+  std::optional<int64_t> step_position;
 
   // TEST-ONLY. Runs a program that validate() rejected, so that the VM's own dynamic watchdogs
   // (deadlock, timeout, read-before-write) can be exercised: validate() rejects every program

@@ -22,5 +22,8 @@ void add_validate_command(CLI::App& app, Action& action);
 void add_info_command(CLI::App& app, Action& action);
 void add_targets_command(CLI::App& app, Action& action);
 void add_exec_command(CLI::App& app, Action& action);
+void add_compile_command(CLI::App& app, Action& action);
+void add_run_command(CLI::App& app, Action& action);
+void add_oracle_command(CLI::App& app, Action& action);
 
 }  // namespace amk::cli

@@ -12,8 +12,8 @@ namespace amk {
 namespace {
 
 void dispatch(Op op, const Params& params, std::span<const Tensor* const> inputs,
-              std::span<Tensor* const> outputs) {
-  const ref::OpContext c(op, params, inputs, outputs);
+              std::span<Tensor* const> outputs, const StepState* step) {
+  const ref::OpContext c(op, params, inputs, outputs, step);
   switch (op) {
     case Op::NOP: c.check_registry(); return;
     case Op::COPY: ref::op_copy(c); return;
@@ -42,8 +42,13 @@ void dispatch(Op op, const Params& params, std::span<const Tensor* const> inputs
 
 void run_reference_op(Op op, const Params& params, std::span<const Tensor* const> inputs,
                       std::span<Tensor* const> outputs) {
+  run_reference_op(op, params, inputs, outputs, StepState{});
+}
+
+void run_reference_op(Op op, const Params& params, std::span<const Tensor* const> inputs,
+                      std::span<Tensor* const> outputs, const StepState& step) {
   try {
-    dispatch(op, params, inputs, outputs);
+    dispatch(op, params, inputs, outputs, &step);
   } catch (const OpError& e) {
     // Storage-level errors (a value that does not fit an integer output, say) arrive as
     // "Tensor: ..."; every message leaves here naming the op.

@@ -274,6 +274,7 @@ VmRunResult ReferenceVM::run(const VmOptions& options) {
     if (unmet[t] == 0) ready.push(t);
   }
 
+  const StepState step{options.step_position};
   std::vector<const Tensor*> ins;
   std::vector<Tensor*> outs;
   std::vector<bool> done(n_tasks, false);
@@ -314,7 +315,7 @@ VmRunResult ReferenceVM::run(const VmOptions& options) {
       }
     }
     try {
-      run_reference_op(task.op, task.params, ins, outs);
+      run_reference_op(task.op, task.params, ins, outs, step);
     } catch (const std::exception& e) {
       return finish(Status::OpError, describe(task) + " failed: " + e.what());
     }

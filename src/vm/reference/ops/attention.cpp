@@ -7,11 +7,13 @@
 // A full tile writes acc / l; a PARTIAL tile (flags bit 1) writes [acc | m | l] per head so
 // that ATTENTION_COMBINE can merge shards exactly:
 //   M = max_p m_p,  out = sum_p exp(m_p - M) acc_p / sum_p exp(m_p - M) l_p.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "amk/op_flags.h"
 #include "vm/reference/ops/numeric.h"
 #include "vm/reference/ops/ops.h"
 
@@ -19,8 +21,9 @@ namespace amk::ref {
 
 namespace {
 
-constexpr int64_t kFlagCausal = 1;   // single decode query: every cached key precedes it, no mask
-constexpr int64_t kFlagPartial = 2;  // write the flash partial [acc | m | l]
+constexpr int64_t kFlagCausal = attention_flags::kCausal;
+constexpr int64_t kFlagPartial = attention_flags::kPartial;
+constexpr int64_t kFlagRuntimeWindow = attention_flags::kRuntimeWindow;
 
 std::string num(int64_t v) { return std::to_string(v); }
 
@@ -32,7 +35,7 @@ void op_attention_tile(const OpContext& c) {
   const int64_t n_heads = c.int_param("n_heads");
   const int64_t n_kv = c.int_param("n_kv_heads");
   const int64_t kv_start = c.int_param("kv_start");
-  const int64_t kv_len = c.int_param("kv_len");
+  const int64_t kv_len_max = c.int_param("kv_len");
   const double scale = c.real_param("scale");
   const int64_t flags = c.int_param_or("flags", 0);
   if (head_dim < 1) c.fail("param head_dim must be >= 1, got " + num(head_dim));
@@ -40,10 +43,18 @@ void op_attention_tile(const OpContext& c) {
     c.fail("param n_heads " + num(n_heads) + " must be a positive multiple of n_kv_heads " +
            num(n_kv));
   if (kv_start < 0) c.fail("param kv_start must be >= 0, got " + num(kv_start));
-  if (kv_len < 0) c.fail("param kv_len must be >= 0, got " + num(kv_len));
-  if ((flags & ~(kFlagCausal | kFlagPartial)) != 0)
-    c.fail("param flags " + num(flags) + " has unknown bits (bit 0 causal, bit 1 partial)");
+  if (kv_len_max < 0) c.fail("param kv_len must be >= 0, got " + num(kv_len_max));
+  if ((flags & ~(kFlagCausal | kFlagPartial | kFlagRuntimeWindow)) != 0)
+    c.fail("param flags " + num(flags) +
+           " has unknown bits (bit 0 causal, bit 1 partial, bit 2 runtime window)");
   const bool partial = (flags & kFlagPartial) != 0;
+  // Runtime window: the block [kv_start, kv_start + kv_len) clipped to the keys written so far,
+  // [0, pos]; a block wholly past pos is empty.
+  int64_t kv_len = kv_len_max;
+  if ((flags & kFlagRuntimeWindow) != 0) {
+    const int64_t pos = c.step_position("flags bit 2 (runtime window)");
+    kv_len = std::clamp<int64_t>(pos + 1 - kv_start, 0, kv_len_max);
+  }
 
   const Tensor& q = c.input(0);
   const Tensor& k = c.input(1);
@@ -59,8 +70,8 @@ void op_attention_tile(const OpContext& c) {
     c.fail("input 1 (k cache) has shape " + shape_str(k.shape) + ", expected [max_seq, " +
            num(n_kv) + ", " + num(head_dim) + "] (n_kv_heads, head_dim)");
   require_shape(c, v, "input 2 (v cache)", k.shape);
-  if (kv_start + kv_len > k.shape[0])
-    c.fail("kv_start " + num(kv_start) + " + kv_len " + num(kv_len) + " exceeds the cache's " +
+  if (kv_start + kv_len_max > k.shape[0])
+    c.fail("kv_start " + num(kv_start) + " + kv_len " + num(kv_len_max) + " exceeds the cache's " +
            num(k.shape[0]) + " rows");
   Tensor& out = c.output(0);
   require_float(c, out, "output 0");

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "amk/op_flags.h"
 #include "vm/reference/ops/numeric.h"
 #include "vm/reference/ops/ops.h"
 
@@ -26,7 +27,13 @@ void op_kv_append(const OpContext& c) {
   const int64_t max_seq = cache.shape[0];
   const int64_t row = cache.shape[1] * cache.shape[2];
   if (row < 1) c.fail("input 1 (cache) has empty rows, shape " + shape_str(cache.shape));
-  const int64_t pos = c.int_param("pos");
+  const int64_t flags = c.int_param_or("flags", 0);
+  if ((flags & ~kv_append_flags::kRuntimePos) != 0)
+    c.fail("param flags " + std::to_string(flags) + " has unknown bits (bit 0 runtime position)");
+  // Runtime position: param pos is an offset from the step's position (docs/RUNTIME_POSITION.md).
+  int64_t pos = c.int_param("pos");
+  if ((flags & kv_append_flags::kRuntimePos) != 0)
+    pos += c.step_position("flags bit 0 (runtime position)");
   if (fresh.numel() < 1 || fresh.numel() % row != 0)
     c.fail("input 0 (new) has " + std::to_string(fresh.numel()) + " elements (shape " +
            shape_str(fresh.shape) + "), expected a positive multiple of n_kv_heads * head_dim = " +

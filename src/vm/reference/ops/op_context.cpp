@@ -68,6 +68,13 @@ double OpContext::real_param_or(std::string_view key, double fallback) const {
   return has_param(key) ? real_param(key) : fallback;
 }
 
+int64_t OpContext::step_position(std::string_view why) const {
+  if (step_ == nullptr || !step_->position)
+    fail(std::string(why) + " reads the step's position, but none was given (StepState)");
+  if (*step_->position < 0) fail("the step's position must be >= 0, got " + std::to_string(*step_->position));
+  return *step_->position;
+}
+
 void require_float(const OpContext& c, const Tensor& t, std::string_view what) {
   if (!is_float_dtype(t.dtype))
     c.fail(std::string(what) + " must have a float dtype, got " + std::string(name_of(t.dtype)));

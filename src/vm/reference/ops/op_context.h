@@ -17,8 +17,8 @@ namespace amk::ref {
 class OpContext {
  public:
   OpContext(Op op, const Params& params, std::span<const Tensor* const> inputs,
-            std::span<Tensor* const> outputs)
-      : op_(op), params_(params), inputs_(inputs), outputs_(outputs) {}
+            std::span<Tensor* const> outputs, const StepState* step = nullptr)
+      : op_(op), params_(params), inputs_(inputs), outputs_(outputs), step_(step) {}
 
   Op op() const { return op_; }
   // Throws OpError("<OP>: <msg>").
@@ -41,11 +41,16 @@ class OpContext {
   double real_param(std::string_view key) const;
   double real_param_or(std::string_view key, double fallback) const;
 
+  // The step's position for an op whose flags ask for it; fails naming `why` when the caller
+  // gave none.
+  int64_t step_position(std::string_view why) const;
+
  private:
   Op op_;
   const Params& params_;
   std::span<const Tensor* const> inputs_;
   std::span<Tensor* const> outputs_;
+  const StepState* step_;
 };
 
 // Operand checks. `what` names the operand, e.g. "input 1 (weight)".

@@ -1,0 +1,54 @@
+// A Llama-family decode loop on the ReferenceVM: one lowered Program serves every step, the
+// checkpoint's weights are bound to its WEIGHT buffers by `source`, and the KV cache persists in
+// the VM between steps. Prefill is one decode step per prompt token.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include "amk/checkpoint.h"
+#include "amk/ir.h"
+#include "amk/reference_vm.h"
+
+namespace amk {
+
+// A step that cannot run: the program does not fit the checkpoint, a token or position is out of
+// range, or the VM reported a failure (its status and message are in the text).
+class DecodeError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class ReferenceDecoder {
+ public:
+  // `program` must be a lower() output for this checkpoint's config. Binds every WEIGHT buffer to
+  // the tensor named by its source (shape checked, converted to the buffer's dtype). Throws
+  // DecodeError, or CheckpointError for a missing or misshapen tensor.
+  ReferenceDecoder(const Checkpoint& checkpoint, Program program);
+
+  int64_t position() const { return position_; }
+  int64_t max_context() const { return max_context_; }
+  int64_t vocab_size() const { return vocab_; }
+
+  // Runs the step at position() on `token`, then advances. Returns the logits [vocab].
+  std::vector<float> step(int64_t token);
+  // The argmax of the last step's logits (the program's SAMPLE_ARGMAX).
+  int64_t last_next_token() const;
+  // Back to position 0 with an empty (zero) KV cache.
+  void reset();
+
+  // Greedy: feeds `prompt` (one step per token), then generates `n` tokens, each fed back.
+  std::vector<int64_t> generate(std::span<const int64_t> prompt, int64_t n);
+
+  const ReferenceVM& vm() const { return vm_; }
+
+ private:
+  ReferenceVM vm_;
+  int64_t token_id_ = -1, pos_id_ = -1, logits_id_ = -1, next_id_ = -1;
+  int64_t position_ = 0, max_context_ = 0, vocab_ = 0;
+  bool stepped_ = false;
+};
+
+}  // namespace amk

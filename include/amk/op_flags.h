@@ -1,0 +1,22 @@
+// The bits of the `flags` param that the reference ops understand, per opcode. A bit an op does
+// not know is an error there, so a program never silently means something else.
+#pragma once
+
+#include <cstdint>
+
+namespace amk {
+
+namespace attention_flags {
+inline constexpr int64_t kCausal = 1;   // a single decode query: every cached key precedes it
+inline constexpr int64_t kPartial = 2;  // write the flash partial [acc | m | l] per head
+// The window is clipped to the step's position (docs/RUNTIME_POSITION.md): keys
+// [kv_start, min(kv_start + kv_len, pos + 1)). kv_start/kv_len are the block's static bounds.
+inline constexpr int64_t kRuntimeWindow = 4;
+}  // namespace attention_flags
+
+namespace kv_append_flags {
+// The rows written start at param pos + the step's position (docs/RUNTIME_POSITION.md).
+inline constexpr int64_t kRuntimePos = 1;
+}  // namespace kv_append_flags
+
+}  // namespace amk

@@ -1,0 +1,107 @@
+// `amk compile MODEL_DIR --gpu h100 [--config cfg.json] [--max-context N] -o prog.json`: lower a
+// checkpoint's decode step for a target and a ScheduleConfig, and say what came out and how fast
+// it could possibly run (the weights streamed once per token at the target's bandwidth).
+#include <algorithm>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "amk/json.h"
+#include "amk/lowering.h"
+#include "cli/commands.h"
+#include "cli/model_args.h"
+#include "cli/table.h"
+
+namespace amk::cli {
+
+namespace {
+
+// Long enough for real prompts, short enough that a 128k-context model's KV declaration stays
+// sane; --max-context overrides it.
+constexpr int64_t kDefaultMaxContext = 4096;
+
+struct CompileOptions {
+  std::string model_dir, gpu = "h100", config, output;
+  int64_t max_context = 0;
+};
+
+int run_compile(const CompileOptions& opt) {
+  const GpuTarget* target = find_target(opt.gpu);
+  if (target == nullptr) {
+    std::cerr << "amk: unknown --gpu '" << opt.gpu << "'\n";
+    return kExitBadInput;
+  }
+  const auto config = load_schedule_config(opt.config);
+  if (!config) return kExitBadInput;
+  const auto ck = open_checkpoint(opt.model_dir);
+  if (!ck) return kExitBadInput;
+  const auto wdt = checkpoint_weight_dtype(*ck);
+  if (!wdt) return kExitBadInput;
+  const ModelConfig& m = ck->config();
+  const int64_t max_context =
+      opt.max_context > 0 ? opt.max_context
+                          : std::min(kDefaultMaxContext, m.max_position_embeddings > 0
+                                                             ? m.max_position_embeddings
+                                                             : kDefaultMaxContext);
+  Program p;
+  try {
+    p = lower(m, *config, *target, max_context, *wdt);
+  } catch (const std::exception& e) {  // LoweringError, UnsupportedModelError
+    std::cerr << "amk: cannot lower '" << opt.model_dir << "': " << e.what() << "\n";
+    return kExitBadInput;
+  }
+  p.set_meta_string("model", std::filesystem::path(opt.model_dir).filename().string());
+  if (std::string error; !save_program(p, opt.output, &error)) {
+    std::cerr << "amk: cannot write '" << opt.output << "': " << error << "\n";
+    return kExitFailed;
+  }
+
+  std::map<int, int64_t> by_op;
+  for (const Task& t : p.tasks) ++by_op[static_cast<int>(t.op)];
+  const int64_t wbytes = p.total_weight_bytes();
+  std::cout << fmt::format("compiled  {} ({} {}, {} layers) for {}, max_context {}\n",
+                           opt.model_dir, m.model_type, name_of(*wdt), m.num_hidden_layers,
+                           target->name, max_context);
+  std::cout << fmt::format("tasks     {}\n", p.tasks.size());
+  for (const auto& [op, n] : by_op)
+    std::cout << fmt::format("  {:<18} {:>6}\n", name_of(static_cast<Op>(op)), n);
+  std::cout << fmt::format("counters  {}\n", p.counters.size());
+  std::cout << fmt::format("buffers   {}\n", p.buffers.size());
+  if (p.pages)
+    std::cout << fmt::format("pages     {} ({}, {} bytes of scratch)\n", p.pages->pages.size(),
+                             p.config->page_allocation, p.pages->total_scratch_bytes());
+  else
+    std::cout << "pages     none\n";
+  std::cout << fmt::format("weights   {} bytes ({})\n", wbytes, format_bytes(wbytes));
+  std::cout << fmt::format("floor     {:.1f} µs at {:.0f} GB/s (spec)", target->bandwidth_bound_us(wbytes),
+                           target->hbm_bandwidth_gbs);
+  if (target->measured_bw_gbs > 0)
+    std::cout << fmt::format(", {:.1f} µs at {:.0f} GB/s (measured)",
+                             target->measured_bandwidth_bound_us(wbytes), target->measured_bw_gbs);
+  std::cout << "\nwrote     " << opt.output << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_compile_command(CLI::App& app, Action& action) {
+  auto opt = std::make_shared<CompileOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "compile", "Lower a Hugging Face checkpoint's decode step to a validated program");
+  cmd->add_option("model_dir", opt->model_dir, "Checkpoint folder (config.json + safetensors)")
+      ->required();
+  cmd->add_option("--gpu", opt->gpu, "Built-in target (h100, h200, b200, a100, rtx5090)")
+      ->capture_default_str();
+  cmd->add_option("--config", opt->config, "ScheduleConfig JSON file (default: the defaults)");
+  cmd->add_option("--max-context", opt->max_context,
+                  "KV cache length (default: min(max_position_embeddings, 4096))")
+      ->check(CLI::Range(int64_t{1}, int64_t{2147483647}));
+  cmd->add_option("-o,--output", opt->output, "Program JSON to write")->required();
+  cmd->callback([opt, &action] { action = [opt] { return run_compile(*opt); }; });
+}
+
+}  // namespace amk::cli

@@ -1,0 +1,92 @@
+// `amk oracle MODEL_DIR --expected FILE --device cpu`: the whole-model correctness check against
+// transformers' outputs (amk/oracle.h). Exit 0 PASS, 1 FAIL, 2 invalid input.
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <numeric>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "amk/decoder.h"
+#include "amk/lowering.h"
+#include "amk/oracle.h"
+#include "cli/commands.h"
+#include "cli/model_args.h"
+
+namespace amk::cli {
+
+namespace {
+
+constexpr size_t kShownWorst = 5;
+
+struct OracleOptions {
+  std::string model_dir, expected, device = "cpu", config, gpu = "h100";
+  double tolerance = kOracleTolerance;
+};
+
+std::string ids_text(const std::vector<int64_t>& ids) {
+  std::string s;
+  for (int64_t id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+  return s;
+}
+
+int run_oracle_command(const OracleOptions& opt) {
+  if (!check_device(opt.device)) return kExitBadInput;
+  const auto config = load_schedule_config(opt.config);
+  if (!config) return kExitBadInput;
+  const auto ck = open_checkpoint(opt.model_dir);
+  if (!ck) return kExitBadInput;
+  const auto wdt = checkpoint_weight_dtype(*ck);
+  if (!wdt) return kExitBadInput;
+  OracleReport r;
+  try {
+    const ExpectedOutputs e = load_expected(opt.expected);
+    const Program p = lower(ck->config(), *config, *find_target(opt.gpu),
+                            int64_t(e.sequence_ids.size()), *wdt);
+    r = run_oracle(*ck, p, e, opt.tolerance);
+  } catch (const DecodeError& e) {
+    std::cerr << "amk: " << e.what() << "\n";
+    return kExitFailed;
+  } catch (const std::exception& e) {
+    std::cerr << "amk: invalid input: " << e.what() << "\n";
+    return kExitBadInput;
+  }
+
+  std::vector<size_t> order(r.errors.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return r.errors[a] > r.errors[b]; });
+  std::cout << fmt::format("logits    {} positions, max|ours - theirs| / max|theirs| <= {:g}: {}\n",
+                           r.errors.size(), opt.tolerance, r.logits_ok ? "ok" : "EXCEEDED");
+  for (size_t i = 0; i < std::min(kShownWorst, order.size()); ++i)
+    std::cout << fmt::format("  position {:>4}  error {:.3e}\n", order[i], r.errors[order[i]]);
+  std::cout << fmt::format("greedy    {} tokens: {}\n", r.continuation.size(),
+                           r.continuation_ok ? "identical"
+                                             : fmt::format("diverges at token {}", r.first_divergence));
+  if (!r.continuation_ok) {
+    std::cout << "  expected " << ids_text(r.expected_continuation) << "\n";
+    std::cout << "  ours     " << ids_text(r.continuation) << "\n";
+  }
+  std::cout << (r.pass() ? "PASS" : "FAIL") << "\n";
+  return r.pass() ? kExitOk : kExitFailed;
+}
+
+}  // namespace
+
+void add_oracle_command(CLI::App& app, Action& action) {
+  auto opt = std::make_shared<OracleOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "oracle", "Check a checkpoint's decode against transformers' expected outputs");
+  cmd->add_option("model_dir", opt->model_dir, "Checkpoint folder")->required();
+  cmd->add_option("--expected", opt->expected,
+                  "expected.safetensors (prompt_ids, sequence_ids, logits)")->required();
+  cmd->add_option("--device", opt->device, "cpu (reference VM) or cuda")->capture_default_str();
+  cmd->add_option("--config", opt->config, "ScheduleConfig JSON file");
+  cmd->add_option("--tolerance", opt->tolerance, "Largest relative logit error allowed")
+      ->capture_default_str();
+  cmd->callback([opt, &action] { action = [opt] { return run_oracle_command(*opt); }; });
+}
+
+}  // namespace amk::cli

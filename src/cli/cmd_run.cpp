@@ -1,0 +1,90 @@
+// `amk run MODEL_DIR --device cpu --prompt-ids 1,2,3 -n 32`: greedy generation. The decode step
+// is lowered once and every token (prompt and generated) is one step of that program.
+#include <algorithm>
+#include <iostream>
+#include <optional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "amk/decoder.h"
+#include "amk/lowering.h"
+#include "cli/commands.h"
+#include "cli/model_args.h"
+
+namespace amk::cli {
+
+namespace {
+
+struct RunOptions {
+  std::string model_dir, device = "cpu", prompt, config, gpu = "h100";
+  int64_t n = 32;
+};
+
+std::optional<std::vector<int64_t>> parse_ids(const std::string& text) {
+  std::vector<int64_t> ids;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, end - start);
+    try {
+      size_t used = 0;
+      const long long v = std::stoll(item, &used);
+      if (used != item.size()) return std::nullopt;
+      ids.push_back(v);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    start = end + 1;
+  }
+  return ids;
+}
+
+int run_run(const RunOptions& opt) {
+  if (!check_device(opt.device)) return kExitBadInput;
+  const auto prompt = parse_ids(opt.prompt);
+  if (!prompt || prompt->empty()) {
+    std::cerr << "amk: --prompt-ids must be comma-separated integers, got '" << opt.prompt << "'\n";
+    return kExitBadInput;
+  }
+  const auto config = load_schedule_config(opt.config);
+  if (!config) return kExitBadInput;
+  const auto ck = open_checkpoint(opt.model_dir);
+  if (!ck) return kExitBadInput;
+  const auto wdt = checkpoint_weight_dtype(*ck);
+  if (!wdt) return kExitBadInput;
+  try {
+    const int64_t max_context = int64_t(prompt->size()) + std::max<int64_t>(opt.n, 1);
+    ReferenceDecoder dec(*ck, lower(ck->config(), *config, *find_target(opt.gpu), max_context, *wdt));
+    const std::vector<int64_t> out = dec.generate(*prompt, opt.n);
+    std::string line;
+    for (int64_t id : out) line += (line.empty() ? "" : ",") + std::to_string(id);
+    std::cout << line << "\n";
+  } catch (const DecodeError& e) {
+    std::cerr << "amk: " << e.what() << "\n";
+    return kExitFailed;
+  } catch (const std::exception& e) {  // lowering or checkpoint problems: the input's fault
+    std::cerr << "amk: cannot run '" << opt.model_dir << "': " << e.what() << "\n";
+    return kExitBadInput;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, Action& action) {
+  auto opt = std::make_shared<RunOptions>();
+  CLI::App* cmd = app.add_subcommand("run", "Greedy-generate tokens from a checkpoint");
+  cmd->add_option("model_dir", opt->model_dir, "Checkpoint folder")->required();
+  cmd->add_option("--device", opt->device, "cpu (reference VM) or cuda")->capture_default_str();
+  cmd->add_option("--prompt-ids", opt->prompt, "Prompt token ids, e.g. 1,2,3")->required();
+  cmd->add_option("-n", opt->n, "Tokens to generate")->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  cmd->add_option("--config", opt->config, "ScheduleConfig JSON file");
+  cmd->callback([opt, &action] { action = [opt] { return run_run(*opt); }; });
+}
+
+}  // namespace amk::cli

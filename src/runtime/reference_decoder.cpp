@@ -1,0 +1,86 @@
+#include "amk/decoder.h"
+
+#include <fmt/format.h>
+
+#include "amk/lowering.h"
+#include "amk/tensor.h"
+
+namespace amk {
+
+namespace {
+
+int64_t require_buffer(const ReferenceVM& vm, std::string_view name) {
+  const Buffer* b = vm.find_buffer(name);
+  if (b == nullptr) throw DecodeError(fmt::format("the program has no '{}' buffer", name));
+  return b->id;
+}
+
+}  // namespace
+
+ReferenceDecoder::ReferenceDecoder(const Checkpoint& checkpoint, Program program)
+    : vm_(std::move(program)) {
+  if (!vm_.accepted())
+    throw DecodeError("the program was rejected by validate()\n" + vm_.validation().report());
+  token_id_ = require_buffer(vm_, lowered_names::kToken);
+  pos_id_ = require_buffer(vm_, lowered_names::kPos);
+  logits_id_ = require_buffer(vm_, lowered_names::kLogits);
+  next_id_ = require_buffer(vm_, lowered_names::kNextToken);
+  vocab_ = vm_.program().buffers[size_t(logits_id_)].shape.back();
+  const Buffer* k0 = vm_.find_buffer(kv_cache_name(0, 'k'));
+  if (k0 == nullptr) throw DecodeError("the program has no KV cache");
+  max_context_ = k0->shape[0];
+
+  for (const Buffer& b : vm_.program().buffers) {
+    if (b.kind != BufferKind::WEIGHT) continue;
+    if (!b.source) throw DecodeError(fmt::format("WEIGHT buffer '{}' has no source", b.name));
+    const TensorView& t = checkpoint.tensor(*b.source, b.shape);
+    const std::vector<float> values = t.to_floats();
+    vm_.set_buffer(b.id, Tensor::from_floats(b.dtype, b.shape, values));
+  }
+  reset();
+}
+
+void ReferenceDecoder::reset() {
+  for (const Buffer& b : vm_.program().buffers)
+    if (b.kind == BufferKind::KV_CACHE) vm_.set_buffer(b.id, Tensor::zeros(b.dtype, b.shape));
+  position_ = 0;
+  stepped_ = false;
+}
+
+std::vector<float> ReferenceDecoder::step(int64_t token) {
+  if (token < 0 || token >= vocab_)
+    throw DecodeError(fmt::format("token {} is outside the vocabulary [0, {})", token, vocab_));
+  if (position_ >= max_context_)
+    throw DecodeError(fmt::format("position {} is past the program's max_context {}", position_,
+                                  max_context_));
+  const int64_t tok[] = {token}, pos[] = {position_};
+  vm_.set_buffer(token_id_, Tensor::from_ints(DType::I32, {1}, tok));
+  vm_.set_buffer(pos_id_, Tensor::from_ints(DType::I32, {1}, pos));
+  VmOptions options;
+  options.step_position = position_;  // the same position the "pos" buffer holds
+  const VmRunResult r = vm_.run(options);
+  if (!r.ok())
+    throw DecodeError(fmt::format("step at position {} failed: {}: {}", position_,
+                                  name_of(r.status), r.message));
+  ++position_;
+  stepped_ = true;
+  return vm_.buffer(logits_id_).to_floats();
+}
+
+int64_t ReferenceDecoder::last_next_token() const {
+  if (!stepped_) throw DecodeError("no step has run yet");
+  return vm_.buffer(next_id_).get_int(0);
+}
+
+std::vector<int64_t> ReferenceDecoder::generate(std::span<const int64_t> prompt, int64_t n) {
+  if (prompt.empty()) throw DecodeError("generate needs at least one prompt token");
+  for (int64_t t : prompt) step(t);
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < n; ++i) {
+    out.push_back(last_next_token());
+    if (i + 1 < n) step(out.back());
+  }
+  return out;
+}
+
+}  // namespace amk

@@ -1,0 +1,340 @@
+// lower(): the decode-step task graph of a Llama-family model (docs/LOWERING.md).
+//
+// Every buffer has one writer (SSA), except the tiles of one GEMV, which write disjoint column
+// ranges of one buffer under one shared counter that consumers all-join (threshold == #tiles),
+// and the split-KV partials, which write one buffer each under one shared counter. Tasks are
+// emitted in a topological order, which the SM assignment and page allocation rely on.
+#include "amk/lowering.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "amk/op_flags.h"
+#include "amk/validate.h"
+#include "schedule/launch_config.h"
+#include "schedule/page_allocation.h"
+#include "schedule/sm_assignment.h"
+#include "schedule/tiling.h"
+
+namespace amk {
+
+std::string kv_cache_name(int64_t layer, char k_or_v) {
+  return fmt::format("layers.{}.{}_cache", layer, k_or_v);
+}
+
+namespace {
+
+namespace names = lowered_names;
+
+// ATTENTION_COMBINE's input cap (ABI_MAX_INPUTS).
+constexpr int64_t kMaxKvBlocks = kMaxInputs;
+
+DType resolve_weight_dtype(const ModelConfig& m, std::optional<DType> given) {
+  if (given) {
+    if (*given != DType::F32 && *given != DType::F16 && *given != DType::BF16)
+      throw LoweringError(fmt::format("weights of dtype {} are not lowered (F32, F16 or BF16)",
+                                      name_of(*given)));
+    return *given;
+  }
+  if (m.torch_dtype == "float32") return DType::F32;
+  if (m.torch_dtype == "float16") return DType::F16;
+  if (m.torch_dtype == "bfloat16" || m.torch_dtype.empty()) return DType::BF16;
+  throw LoweringError(fmt::format("config dtype '{}' is not lowered (float32, float16, bfloat16)",
+                                  m.torch_dtype));
+}
+
+Params ints(std::initializer_list<std::pair<const char*, int64_t>> kv) {
+  Params p;
+  for (const auto& [k, v] : kv) p.set_int(k, v);
+  return p;
+}
+
+class GraphBuilder {
+ public:
+  GraphBuilder(Program& p, DType weight_dtype, int64_t pipelining_depth)
+      : p_(p), wdt_(weight_dtype), depth_(pipelining_depth) {}
+
+  int64_t weight(const std::string& source, std::vector<int64_t> shape) {
+    return p_.new_buffer(source, BufferKind::WEIGHT, wdt_, std::move(shape), MemSpace::HBM, source);
+  }
+  int64_t act(std::string name, std::vector<int64_t> shape) {
+    return p_.new_buffer(std::move(name), BufferKind::ACTIVATION, kActDtype, std::move(shape),
+                         MemSpace::GLOBAL_SCRATCH);
+  }
+  int64_t wbytes(int64_t n) const { return dtype_nbytes(wdt_, n); }
+  int64_t abytes(int64_t n) const { return dtype_nbytes(kActDtype, n); }
+
+  // One task writing `out`; its consumers wait for its counter.
+  void task(Op op, std::vector<int64_t> inputs, int64_t out, Params params, std::string label,
+            int64_t est_bytes, int64_t est_flops) {
+    const int64_t counter = p_.new_counter(label);
+    std::vector<Wait> waits = waits_for(inputs);
+    Task& t = p_.add_task(op, std::move(inputs), {out}, counter, std::move(waits),
+                          std::move(params), std::move(label));
+    t.est_bytes = est_bytes;
+    t.est_flops = est_flops;
+    ready_[out] = Wait{counter, 1};
+  }
+
+  // out[:, n_off:n_off+N_tile] = x @ W[n_off:n_off+N_tile].T (+ bias) for every tile.
+  void gemv(int64_t x, int64_t w, std::optional<int64_t> bias, int64_t out, int64_t K, int64_t N,
+            int64_t tile, const std::string& label) {
+    const int64_t counter = p_.new_counter(label + " tiles");
+    std::vector<int64_t> inputs{x, w};
+    if (bias) inputs.push_back(*bias);
+    const std::vector<Wait> waits = waits_for(inputs);
+    int64_t tiles = 0;
+    for (int64_t off = 0; off < N; off += tile, ++tiles) {
+      const int64_t width = std::min(tile, N - off);
+      Params params = ints({{"K", K}, {"N_tile", width}, {"n_off", off}});
+      // The prefetch distance, in GEMV_TILE's M_tile slot as the reference design's loader
+      // marshals it (GEMV ignores M_tile as a tile extent).
+      if (depth_ > 0) params.set_int("M_tile", depth_);
+      Task& t = p_.add_task(Op::GEMV_TILE, inputs, {out}, counter, waits, std::move(params),
+                            fmt::format("{}[t{}]", label, tiles));
+      t.est_bytes = wbytes(K * width + (bias ? width : 0));
+      t.est_flops = 2 * K * width;
+    }
+    ready_[out] = Wait{counter, tiles};
+  }
+
+  // Several tasks writing one buffer each under one shared counter: consumers all-join.
+  int64_t shared_counter(const std::string& note) { return p_.new_counter(note); }
+  void shared_task(Op op, std::vector<int64_t> inputs, int64_t out, int64_t counter,
+                   Params params, std::string label, int64_t est_bytes, int64_t est_flops) {
+    std::vector<Wait> waits = waits_for(inputs);
+    Task& t = p_.add_task(op, std::move(inputs), {out}, counter, std::move(waits),
+                          std::move(params), std::move(label));
+    t.est_bytes = est_bytes;
+    t.est_flops = est_flops;
+  }
+  void mark_ready(int64_t buffer, Wait w) { ready_[buffer] = w; }
+
+  static constexpr DType kActDtype = DType::F32;
+
+ private:
+  // The waits that make `inputs` readable: one per producing counter (read-only buffers and a
+  // KV cache not yet appended this step need none).
+  std::vector<Wait> waits_for(const std::vector<int64_t>& inputs) const {
+    std::vector<Wait> waits;
+    for (int64_t id : inputs) {
+      const auto it = ready_.find(id);
+      if (it == ready_.end()) continue;
+      if (std::none_of(waits.begin(), waits.end(),
+                       [&](const Wait& w) { return w.counter == it->second.counter; }))
+        waits.push_back(it->second);
+    }
+    return waits;
+  }
+
+  Program& p_;
+  DType wdt_;
+  int64_t depth_;
+  std::unordered_map<int64_t, Wait> ready_;
+};
+
+void check_model(const ModelConfig& m, int64_t max_context) {
+  if (max_context < 1 || max_context > std::numeric_limits<int32_t>::max())
+    throw LoweringError(fmt::format("max_context must be in [1, 2^31), got {}", max_context));
+  check_max_context(m, max_context);
+  if (m.rope.type != RopeType::Default)
+    throw LoweringError(fmt::format(
+        "rope_type '{}' is not lowered yet: the ROPE opcode takes only theta, so scaled "
+        "frequencies would be computed wrongly",
+        name_of(m.rope.type)));
+  if (m.hidden_act != "silu")
+    throw LoweringError(fmt::format("hidden_act '{}' is not lowered (silu only)", m.hidden_act));
+  if (m.head_dim < 2 || m.head_dim % 2 != 0)
+    throw LoweringError(fmt::format("head_dim {} must be even for RoPE", m.head_dim));
+}
+
+}  // namespace
+
+Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarget& target,
+              int64_t max_context, std::optional<DType> weight_dtype) {
+  check_model(m, max_context);
+  schedule::check_launch_config(config, target);
+  const schedule::Tiling tiling = schedule::resolve_tiling(config, kDefaultGemvNTile);
+  const DType wdt = resolve_weight_dtype(m, weight_dtype);
+
+  const int64_t H = m.hidden_size, V = m.vocab_size, F = m.intermediate_size, HD = m.head_dim;
+  const int64_t NH = m.num_attention_heads, NKV = m.num_key_value_heads;
+  const int64_t QD = m.q_dim(), KVD = m.kv_dim(), C = max_context;
+  const double eps = m.rms_norm_eps;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(HD));
+
+  int64_t n_blocks = 1;
+  if (tiling.kv_block) {
+    n_blocks = (C + *tiling.kv_block - 1) / *tiling.kv_block;
+    if (n_blocks > kMaxKvBlocks)
+      throw LoweringError(fmt::format(
+          "tiling.attention.kv_block {} splits max_context {} into {} KV blocks; "
+          "ATTENTION_COMBINE merges at most {} (raise kv_block or lower max_context)",
+          *tiling.kv_block, C, n_blocks, kMaxKvBlocks));
+  }
+
+  Program p;
+  p.target = target;
+  p.config = config;
+  p.set_meta_string("model", m.architecture.empty() ? m.model_type : m.architecture);
+  p.set_meta_string("gpu", target.name);
+  p.set_meta_string("regime", "decode");
+  p.set_meta_string("dtype", name_of(wdt));
+  p.meta.emplace_back("max_context", std::to_string(C));
+  // Where the per-step position lives (docs/RUNTIME_POSITION.md).
+  p.set_meta_string("step_position", names::kPos);
+
+  GraphBuilder g(p, wdt, config.pipelining_depth);
+  const DType A = GraphBuilder::kActDtype;
+  const int64_t token = p.new_buffer(std::string(names::kToken), BufferKind::IO_INPUT, DType::I32, {1});
+  const int64_t pos = p.new_buffer(std::string(names::kPos), BufferKind::IO_INPUT, DType::I32, {1});
+  const int64_t w_embed = g.weight("model.embed_tokens.weight", {V, H});
+
+  const Params norm{{"eps", ParamValue::real(eps)}, {"hidden", ParamValue::integer(H)}};
+  const Params head_norm{{"eps", ParamValue::real(eps)}, {"hidden", ParamValue::integer(HD)}};
+  const Params rope{{"head_dim", ParamValue::integer(HD)}, {"theta", ParamValue::real(m.rope.theta)}};
+
+  int64_t h = g.act("embed", {1, H});
+  g.task(Op::EMBED, {token, w_embed}, h, ints({{"hidden", H}}), "embed", g.wbytes(H), 0);
+
+  for (int64_t l = 0; l < m.num_hidden_layers; ++l) {
+    const std::string wp = fmt::format("model.layers.{}.", l);
+    const std::string ap = fmt::format("L{}.", l);
+    const auto bias = [&](bool present, const std::string& name, int64_t n) -> std::optional<int64_t> {
+      if (!present) return std::nullopt;
+      return g.weight(wp + name, {n});
+    };
+    const int64_t w_anorm = g.weight(wp + "input_layernorm.weight", {H});
+    const int64_t w_q = g.weight(wp + "self_attn.q_proj.weight", {QD, H});
+    const int64_t w_k = g.weight(wp + "self_attn.k_proj.weight", {KVD, H});
+    const int64_t w_v = g.weight(wp + "self_attn.v_proj.weight", {KVD, H});
+    const int64_t w_o = g.weight(wp + "self_attn.o_proj.weight", {H, QD});
+    const auto b_q = bias(m.attention_qkv_bias, "self_attn.q_proj.bias", QD);
+    const auto b_k = bias(m.attention_qkv_bias, "self_attn.k_proj.bias", KVD);
+    const auto b_v = bias(m.attention_qkv_bias, "self_attn.v_proj.bias", KVD);
+    const auto b_o = bias(m.attention_out_bias, "self_attn.o_proj.bias", H);
+    const int64_t w_mnorm = g.weight(wp + "post_attention_layernorm.weight", {H});
+    const int64_t w_gate = g.weight(wp + "mlp.gate_proj.weight", {F, H});
+    const int64_t w_up = g.weight(wp + "mlp.up_proj.weight", {F, H});
+    const int64_t w_down = g.weight(wp + "mlp.down_proj.weight", {H, F});
+    const auto b_gate = bias(m.mlp_bias, "mlp.gate_proj.bias", F);
+    const auto b_up = bias(m.mlp_bias, "mlp.up_proj.bias", F);
+    const auto b_down = bias(m.mlp_bias, "mlp.down_proj.bias", H);
+    const int64_t k_cache = p.new_buffer(kv_cache_name(l, 'k'), BufferKind::KV_CACHE, A, {C, NKV, HD});
+    const int64_t v_cache = p.new_buffer(kv_cache_name(l, 'v'), BufferKind::KV_CACHE, A, {C, NKV, HD});
+
+    // ---- attention ----
+    const int64_t xn = g.act(ap + "attn_norm", {1, H});
+    g.task(Op::RMSNORM, {h, w_anorm}, xn, norm, ap + "input_layernorm", g.wbytes(H), 4 * H);
+    const int64_t q = g.act(ap + "q", {1, QD});
+    const int64_t k = g.act(ap + "k", {1, KVD});
+    const int64_t v = g.act(ap + "v", {1, KVD});
+    g.gemv(xn, w_q, b_q, q, H, QD, tiling.n_tile("q_proj"), ap + "q_proj");
+    g.gemv(xn, w_k, b_k, k, H, KVD, tiling.n_tile("k_proj"), ap + "k_proj");
+    g.gemv(xn, w_v, b_v, v, H, KVD, tiling.n_tile("v_proj"), ap + "v_proj");
+
+    // A GEMV writes a flat [1, N] row and ROPE rotates [heads, head_dim]: COPY is a flat
+    // element copy, so copying into a head-shaped buffer is the reshape.
+    int64_t q_heads = g.act(ap + "q_heads", {NH, HD});
+    g.task(Op::COPY, {q}, q_heads, {}, ap + "q_heads", 0, 0);
+    int64_t k_heads = g.act(ap + "k_heads", {NKV, HD});
+    g.task(Op::COPY, {k}, k_heads, {}, ap + "k_heads", 0, 0);
+    if (m.qk_norm) {  // Qwen3: RMSNorm over each head's head_dim before RoPE
+      const int64_t w_qn = g.weight(wp + "self_attn.q_norm.weight", {HD});
+      const int64_t w_kn = g.weight(wp + "self_attn.k_norm.weight", {HD});
+      const int64_t qn = g.act(ap + "q_norm", {NH, HD});
+      g.task(Op::RMSNORM, {q_heads, w_qn}, qn, head_norm, ap + "q_norm", g.wbytes(HD), 4 * QD);
+      const int64_t kn = g.act(ap + "k_norm", {NKV, HD});
+      g.task(Op::RMSNORM, {k_heads, w_kn}, kn, head_norm, ap + "k_norm", g.wbytes(HD), 4 * KVD);
+      q_heads = qn;
+      k_heads = kn;
+    }
+    const int64_t q_rot = g.act(ap + "q_rope", {NH, HD});
+    g.task(Op::ROPE, {q_heads, pos}, q_rot, rope, ap + "rope_q", 0, 6 * QD);
+    const int64_t k_rot = g.act(ap + "k_rope", {NKV, HD});
+    g.task(Op::ROPE, {k_heads, pos}, k_rot, rope, ap + "rope_k", 0, 6 * KVD);
+
+    // The row is the step's position (flags bit 0), so one program serves every step.
+    const Params append = ints({{"pos", 0}, {"flags", kv_append_flags::kRuntimePos}});
+    g.task(Op::KV_APPEND, {k_rot, k_cache}, k_cache, append, ap + "kv_append_k", g.abytes(KVD), 0);
+    g.task(Op::KV_APPEND, {v, v_cache}, v_cache, append, ap + "kv_append_v", g.abytes(KVD), 0);
+
+    const auto attn_params = [&](int64_t kv_start, int64_t kv_len, int64_t flags) {
+      Params a = ints({{"head_dim", HD}, {"kv_start", kv_start}, {"kv_len", kv_len}});
+      a.set_real("scale", scale);
+      a.set_int("n_heads", NH);
+      a.set_int("n_kv_heads", NKV);
+      a.set_int("flags", flags);
+      return a;
+    };
+    const int64_t attn = g.act(ap + "attn", {1, QD});
+    // KV bytes at the full window: the runtime window is at most this.
+    const auto kv_bytes = [&](int64_t len) { return 2 * g.abytes(len * KVD); };
+    if (n_blocks == 1) {
+      g.task(Op::ATTENTION_TILE, {q_rot, k_cache, v_cache}, attn,
+             attn_params(0, C, attention_flags::kRuntimeWindow), ap + "attention", kv_bytes(C),
+             4 * QD * C);
+    } else {
+      // Split-KV (flash decoding): each block's partial [acc | m | l]; blocks past the step's
+      // position are empty partials, which the combine weighs as zero.
+      const int64_t B = *tiling.kv_block;
+      const int64_t counter = g.shared_counter(ap + "attention partials");
+      std::vector<int64_t> partials;
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        const int64_t start = b * B, len = std::min(B, C - start);
+        const int64_t part = g.act(fmt::format("{}attn_part{}", ap, b), {NH, HD + 2});
+        g.shared_task(Op::ATTENTION_TILE, {q_rot, k_cache, v_cache}, part, counter,
+                      attn_params(start, len,
+                                  attention_flags::kPartial | attention_flags::kRuntimeWindow),
+                      fmt::format("{}attention[kv{}]", ap, b), kv_bytes(len), 4 * QD * len);
+        partials.push_back(part);
+      }
+      for (int64_t part : partials) g.mark_ready(part, Wait{counter, n_blocks});
+      g.task(Op::ATTENTION_COMBINE, partials, attn, ints({{"head_dim", HD}, {"n_heads", NH}}),
+             ap + "attention_combine", 0, 4 * QD * n_blocks);
+    }
+
+    const int64_t o = g.act(ap + "o", {1, H});
+    g.gemv(attn, w_o, b_o, o, QD, H, tiling.n_tile("o_proj"), ap + "o_proj");
+    const int64_t h1 = g.act(ap + "attn_residual", {1, H});
+    g.task(Op::ADD, {o, h}, h1, {}, ap + "attn_residual", 0, H);
+
+    // ---- MLP ----
+    const int64_t h1n = g.act(ap + "mlp_norm", {1, H});
+    g.task(Op::RMSNORM, {h1, w_mnorm}, h1n, norm, ap + "post_attention_layernorm", g.wbytes(H), 4 * H);
+    const int64_t gate = g.act(ap + "gate", {1, F});
+    const int64_t up = g.act(ap + "up", {1, F});
+    g.gemv(h1n, w_gate, b_gate, gate, H, F, tiling.n_tile("gate_proj"), ap + "gate_proj");
+    g.gemv(h1n, w_up, b_up, up, H, F, tiling.n_tile("up_proj"), ap + "up_proj");
+    const int64_t act = g.act(ap + "silu_mul", {1, F});
+    g.task(Op::SILU_MUL, {gate, up}, act, {}, ap + "silu_mul", 0, 4 * F);
+    const int64_t down = g.act(ap + "down", {1, H});
+    g.gemv(act, w_down, b_down, down, F, H, tiling.n_tile("down_proj"), ap + "down_proj");
+    const int64_t h2 = g.act(ap + "mlp_residual", {1, H});
+    g.task(Op::ADD, {down, h1}, h2, {}, ap + "mlp_residual", 0, H);
+    h = h2;
+  }
+
+  const int64_t w_fnorm = g.weight("model.norm.weight", {H});
+  const int64_t w_lm = m.tie_word_embeddings ? w_embed : g.weight("lm_head.weight", {V, H});
+  const int64_t hn = g.act("final_norm", {1, H});
+  g.task(Op::RMSNORM, {h, w_fnorm}, hn, norm, "final_norm", g.wbytes(H), 4 * H);
+  const int64_t logits = p.new_buffer(std::string(names::kLogits), BufferKind::IO_OUTPUT, A, {1, V});
+  g.gemv(hn, w_lm, std::nullopt, logits, H, V, tiling.n_tile("lm_head"), "lm_head");
+  const int64_t next = p.new_buffer(std::string(names::kNextToken), BufferKind::IO_OUTPUT, DType::I32, {1});
+  g.task(Op::SAMPLE_ARGMAX, {logits}, next, {}, "sample_argmax", 0, V);
+
+  schedule::assign_sms(p, config, target);
+  p.pages = schedule::allocate_pages(p, config.page_allocation);
+
+  const ValidationResult v = validate(p);
+  if (!v.ok) throw LoweringError("lowering bug: validate() rejected the lowered program\n" + v.report());
+  return p;
+}
+
+}  // namespace amk

@@ -1,0 +1,286 @@
+// lower(): the decode-step program of a whole model, and every ScheduleConfig knob live.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include "amk/checkpoint.h"
+#include "amk/decoder.h"
+#include "amk/lowering.h"
+#include "amk/oracle.h"
+#include "amk/validate.h"
+
+namespace {
+
+using namespace amk;
+
+const std::filesystem::path kFixtures = std::filesystem::path(AMK_TESTDATA_DIR) / "fixtures";
+const GpuTarget& h100() { return *find_target("h100"); }
+
+ModelConfig fixture_config(const std::string& name) {
+  return load_model_config(kFixtures / name / "config.json");
+}
+
+int64_t count_op(const Program& p, Op op) {
+  return std::count_if(p.tasks.begin(), p.tasks.end(), [&](const Task& t) { return t.op == op; });
+}
+
+const Buffer& buffer_named(const Program& p, std::string_view name) {
+  for (const Buffer& b : p.buffers)
+    if (b.name == name) return b;
+  throw std::out_of_range(std::string(name));
+}
+
+std::string lowering_error(const ModelConfig& m, const ScheduleConfig& c, int64_t ctx = 64) {
+  try {
+    lower(m, c, h100(), ctx);
+  } catch (const LoweringError& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+TEST(Lowering, TinyLlamaHasTheWholeDecodeStep) {
+  const ModelConfig m = fixture_config("tiny-llama");
+  const Program p = lower(m, {}, h100(), 64);
+  const ValidationResult v = validate(p);
+  EXPECT_TRUE(v.ok) << v.report();
+  EXPECT_TRUE(v.warnings.empty()) << v.report();
+  const int64_t L = m.num_hidden_layers;
+  EXPECT_EQ(count_op(p, Op::EMBED), 1);
+  EXPECT_EQ(count_op(p, Op::RMSNORM), 2 * L + 1);
+  EXPECT_EQ(count_op(p, Op::ROPE), 2 * L);
+  EXPECT_EQ(count_op(p, Op::KV_APPEND), 2 * L);
+  EXPECT_EQ(count_op(p, Op::ATTENTION_TILE), L);
+  EXPECT_EQ(count_op(p, Op::ATTENTION_COMBINE), 0);
+  EXPECT_EQ(count_op(p, Op::SILU_MUL), L);
+  EXPECT_EQ(count_op(p, Op::ADD), 2 * L);
+  EXPECT_EQ(count_op(p, Op::SAMPLE_ARGMAX), 1);
+
+  // Every weight the model holds, by its state-dict key, in the checkpoint's dtype.
+  std::set<std::string> sources, expected;
+  for (const Buffer& b : p.buffers)
+    if (b.kind == BufferKind::WEIGHT) {
+      ASSERT_TRUE(b.source.has_value());
+      EXPECT_EQ(b.dtype, DType::F32);
+      sources.insert(*b.source);
+    }
+  for (const WeightSpec& w : expected_weights(m)) expected.insert(w.name);
+  EXPECT_EQ(sources, expected);
+  EXPECT_EQ(p.total_weight_bytes(), weight_bytes(m, DType::F32));
+
+  const Buffer& k = buffer_named(p, kv_cache_name(1, 'k'));
+  EXPECT_EQ(k.kind, BufferKind::KV_CACHE);
+  EXPECT_EQ(k.shape, (std::vector<int64_t>{64, m.num_key_value_heads, m.head_dim}));
+  for (const Task& t : p.tasks) ASSERT_TRUE(t.sm.has_value());
+  EXPECT_TRUE(p.pages.has_value());
+  EXPECT_EQ(p.meta_string("step_position"), std::string(lowered_names::kPos));
+}
+
+TEST(Lowering, Qwen3HasHeadNormsAndATiedLmHead) {
+  const ModelConfig m = fixture_config("tiny-qwen3");
+  const Program p = lower(m, {}, h100(), 64);
+  EXPECT_EQ(count_op(p, Op::RMSNORM), 4 * m.num_hidden_layers + 1);
+  const int64_t embed = buffer_named(p, "model.embed_tokens.weight").id;
+  for (const Buffer& b : p.buffers) EXPECT_NE(b.name, "lm_head.weight");
+  const auto lm = std::find_if(p.tasks.begin(), p.tasks.end(),
+                               [](const Task& t) { return t.label.starts_with("lm_head"); });
+  ASSERT_NE(lm, p.tasks.end());
+  EXPECT_EQ(lm->inputs[1], embed);
+  EXPECT_EQ(p.total_weight_bytes(), weight_bytes(m, DType::F32));  // the tied table counted once
+}
+
+TEST(Lowering, BiasesBecomeTheGemvThirdInput) {
+  ModelConfig m = fixture_config("tiny-llama");
+  m.attention_qkv_bias = true;  // as Qwen2 has
+  const Program p = lower(m, {}, h100(), 32, DType::BF16);
+  int64_t with_bias = 0;
+  for (const Task& t : p.tasks)
+    if (t.op == Op::GEMV_TILE && t.inputs.size() == 3) {
+      ++with_bias;
+      EXPECT_TRUE(p.buffers[size_t(t.inputs[2])].source->ends_with("_proj.bias"));
+    }
+  EXPECT_EQ(with_bias, 3 * m.num_hidden_layers);  // q, k, v: one tile each at the default width
+  EXPECT_EQ(buffer_named(p, "model.norm.weight").dtype, DType::BF16);
+}
+
+TEST(Lowering, GemvTileWidthIsLiveAndOverridablePerProjection) {
+  const ModelConfig m = fixture_config("tiny-llama");
+  const Program base = lower(m, {}, h100(), 64);
+  ScheduleConfig c;
+  c.tiling = {{"gemv", {{"N_tile", 16}}}};
+  const Program small = lower(m, c, h100(), 64);
+  EXPECT_GT(count_op(small, Op::GEMV_TILE), count_op(base, Op::GEMV_TILE));
+  c.tiling.push_back({"lm_head", {{"N_tile", 128}}});
+  const Program over = lower(m, c, h100(), 64);
+  const auto lm_tiles = [](const Program& p) {
+    return std::count_if(p.tasks.begin(), p.tasks.end(),
+                         [](const Task& t) { return t.label.starts_with("lm_head"); });
+  };
+  EXPECT_EQ(lm_tiles(small), 256 / 16);
+  EXPECT_EQ(lm_tiles(over), 256 / 128);
+  EXPECT_EQ(count_op(small, Op::GEMV_TILE) - lm_tiles(small),
+            count_op(over, Op::GEMV_TILE) - lm_tiles(over));
+}
+
+TEST(Lowering, KvBlockSplitsAttentionIntoPartialsAndACombine) {
+  const ModelConfig m = fixture_config("tiny-llama");
+  ScheduleConfig c;
+  c.tiling = {{"attention", {{"kv_block", 16}}}};
+  const Program p = lower(m, c, h100(), 64);
+  EXPECT_EQ(count_op(p, Op::ATTENTION_TILE), 4 * m.num_hidden_layers);
+  EXPECT_EQ(count_op(p, Op::ATTENTION_COMBINE), m.num_hidden_layers);
+  EXPECT_TRUE(validate(p).ok);
+  // More blocks than ATTENTION_COMBINE can merge is an error that says what to change.
+  c.tiling = {{"attention", {{"kv_block", 4}}}};
+  EXPECT_NE(lowering_error(m, c).find("kv_block"), std::string::npos);
+}
+
+TEST(Lowering, SmAssignmentPoliciesAreLive) {
+  const ModelConfig m = fixture_config("tiny-llama");
+  ScheduleConfig c;
+  c.tiling = {{"gemv", {{"N_tile", 16}}}};
+  const auto sms = [&](const ScheduleConfig& cfg) {
+    std::vector<int64_t> out;
+    for (const Task& t : lower(m, cfg, h100(), 64).tasks) out.push_back(*t.sm);
+    return out;
+  };
+  const std::vector<int64_t> lb = sms(c);
+  c.sm_assignment = std::string("round_robin");
+  const std::vector<int64_t> rr = sms(c);
+  EXPECT_NE(lb, rr);
+  for (size_t i = 0; i < rr.size(); ++i) EXPECT_EQ(rr[i], int64_t(i) % h100().num_sms);
+  c.sm_assignment = ScheduleConfig::ExplicitSmMap{{0, 7}, {3, 7}};
+  const std::vector<int64_t> ex = sms(c);
+  EXPECT_EQ(ex[0], 7);
+  EXPECT_EQ(ex[3], 7);
+  // Load balance: the heaviest SM carries no more than the lightest plus one task's bytes.
+  const Program p = lower(m, ScheduleConfig{}, h100(), 64);
+  std::vector<int64_t> load(size_t(h100().num_sms), 0);
+  int64_t biggest = 0;
+  for (const Task& t : p.tasks) {
+    load[size_t(*t.sm)] += std::max<int64_t>(t.est_bytes, 1);
+    biggest = std::max(biggest, t.est_bytes);
+  }
+  EXPECT_LE(*std::max_element(load.begin(), load.end()) - *std::min_element(load.begin(), load.end()),
+            biggest);
+}
+
+TEST(Lowering, PageAllocationPoliciesAreLiveAndSafe) {
+  const ModelConfig m = fixture_config("tiny-qwen3");
+  ScheduleConfig c;
+  const Program colored = lower(m, c, h100(), 64);
+  c.page_allocation = "linear";
+  const Program linear = lower(m, c, h100(), 64);
+  c.page_allocation = "none";
+  const Program none = lower(m, c, h100(), 64);
+  ASSERT_TRUE(colored.pages && linear.pages);
+  EXPECT_FALSE(none.pages.has_value());
+  EXPECT_LT(colored.pages->pages.size(), linear.pages->pages.size());
+  EXPECT_LT(colored.pages->total_scratch_bytes(), linear.pages->total_scratch_bytes());
+  EXPECT_EQ(colored.pages->buffer_to_page.size(), linear.pages->buffer_to_page.size());
+  // Reuse only across a proven happens-before: validate()'s page-aliasing check stays silent.
+  const ValidationResult v = validate(colored);
+  EXPECT_TRUE(v.ok && v.warnings.empty()) << v.report();
+}
+
+TEST(Lowering, PipeliningDepthIsTheGemvPrefetchDistance) {
+  const ModelConfig m = fixture_config("tiny-llama");
+  ScheduleConfig c;
+  c.pipelining_depth = 3;
+  for (const Task& t : lower(m, c, h100(), 64).tasks)
+    if (t.op == Op::GEMV_TILE) EXPECT_EQ(t.params.get_int("M_tile", -1), 3);
+  c.pipelining_depth = 0;
+  for (const Task& t : lower(m, c, h100(), 64).tasks) EXPECT_FALSE(t.params.contains("M_tile"));
+}
+
+TEST(Lowering, LaunchKnobsAreCheckedAgainstTheTargetAndRecorded) {
+  const ModelConfig m = fixture_config("tiny-llama");
+  ScheduleConfig c;
+  c.threads_per_block = 512;
+  c.smem_bytes_per_block = 100000;
+  const Program p = lower(m, c, h100(), 64);
+  ASSERT_TRUE(p.config.has_value());
+  EXPECT_EQ(p.config->threads_per_block, 512);
+  EXPECT_NE(p, lower(m, {}, h100(), 64));
+  c.smem_bytes_per_block = h100().smem_bytes_per_block_optin + 1;
+  EXPECT_NE(lowering_error(m, c).find("smem_bytes_per_block_optin"), std::string::npos);
+  c.smem_bytes_per_block = 0;
+  c.threads_per_block = 100;
+  EXPECT_NE(lowering_error(m, c).find("threads_per_block 100"), std::string::npos);
+  c.threads_per_block = 2048;
+  EXPECT_NE(lowering_error(m, c).find("threads_per_block 2048"), std::string::npos);
+}
+
+TEST(Lowering, BadKnobsAreNamedNeverIgnored) {
+  const ModelConfig m = fixture_config("tiny-llama");
+  const auto err = [&](auto edit) {
+    ScheduleConfig c;
+    edit(c);
+    return lowering_error(m, c);
+  };
+  EXPECT_NE(err([](ScheduleConfig& c) { c.tiling = {{"gemm", {{"N_tile", 8}}}}; }).find("'gemm'"),
+            std::string::npos);
+  EXPECT_NE(err([](ScheduleConfig& c) { c.tiling = {{"gemv", {{"K_tile", 8}}}}; }).find("'K_tile'"),
+            std::string::npos);
+  EXPECT_NE(err([](ScheduleConfig& c) { c.tiling = {{"gemv", {{"N_tile", 0}}}}; }).find("N_tile"),
+            std::string::npos);
+  EXPECT_NE(err([](ScheduleConfig& c) { c.fusion_grouping = {{"rmsnorm", "gemv"}}; })
+                .find("fusion_grouping"),
+            std::string::npos);
+  EXPECT_NE(err([](ScheduleConfig& c) { c.page_allocation = "best"; }).find("'best'"),
+            std::string::npos);
+  EXPECT_NE(err([](ScheduleConfig& c) { c.sm_assignment = std::string("random"); }).find("'random'"),
+            std::string::npos);
+  EXPECT_NE(err([](ScheduleConfig& c) { c.sm_assignment = ScheduleConfig::ExplicitSmMap{{0, 999}}; })
+                .find("SM 999"),
+            std::string::npos);
+  EXPECT_NE(err([](ScheduleConfig& c) { c.pipelining_depth = -1; }).find("pipelining_depth"),
+            std::string::npos);
+  EXPECT_NE(lowering_error(m, {}, 0).find("max_context"), std::string::npos);
+}
+
+TEST(Lowering, RefusesRopeScalingItCannotComputeYet) {
+  ModelConfig m = fixture_config("tiny-llama");
+  m.rope.type = RopeType::Llama3;
+  EXPECT_NE(lowering_error(m, {}).find("llama3"), std::string::npos);
+}
+
+// One Program, lowered once, serves every position: the host only changes the step state.
+TEST(Lowering, OneProgramServesEveryPosition) {
+  const Checkpoint ck = Checkpoint::open(kFixtures / "tiny-llama");
+  const ExpectedOutputs e = load_expected(kFixtures / "tiny-llama" / "expected.safetensors");
+  const Program p = lower(ck.config(), {}, h100(), 16);
+  ReferenceDecoder dec(ck, p);
+  for (int64_t i = 0; i < 16; ++i) {
+    const std::vector<float> logits = dec.step(e.sequence_ids[size_t(i)]);
+    double diff = 0, scale = 0;
+    for (int64_t j = 0; j < e.vocab; ++j) {
+      diff = std::max(diff, double(std::fabs(logits[size_t(j)] - e.logits[size_t(i * e.vocab + j)])));
+      scale = std::max(scale, double(std::fabs(e.logits[size_t(i * e.vocab + j)])));
+    }
+    EXPECT_LE(diff / scale, kOracleTolerance) << "position " << i;
+  }
+  EXPECT_EQ(dec.vm().program(), p);  // never rebuilt
+  EXPECT_THROW(dec.step(1), DecodeError);  // past max_context
+}
+
+// Split-KV and the whole window are the same attention; so are all tile widths.
+TEST(Lowering, KnobsDoNotChangeTheLogits) {
+  const Checkpoint ck = Checkpoint::open(kFixtures / "tiny-qwen3");
+  const ExpectedOutputs e = load_expected(kFixtures / "tiny-qwen3" / "expected.safetensors");
+  ScheduleConfig split;
+  split.tiling = {{"attention", {{"kv_block", 5}}}, {"gemv", {{"N_tile", 24}}}};
+  ReferenceDecoder a(ck, lower(ck.config(), {}, h100(), 20));
+  ReferenceDecoder b(ck, lower(ck.config(), split, h100(), 20));
+  for (int64_t i = 0; i < 20; ++i) {
+    const std::vector<float> la = a.step(e.sequence_ids[size_t(i)]);
+    const std::vector<float> lb = b.step(e.sequence_ids[size_t(i)]);
+    for (size_t j = 0; j < la.size(); ++j) ASSERT_NEAR(la[j], lb[j], 1e-5) << "position " << i;
+  }
+}
+
+}  // namespace
