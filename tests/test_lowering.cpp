@@ -141,25 +141,29 @@ TEST(Lowering, KvBlockSplitsAttentionIntoPartialsAndACombine) {
 
 TEST(Lowering, SmAssignmentPoliciesAreLive) {
   const ModelConfig m = fixture_config("tiny-llama");
+  // Fewer SMs than tasks, so that the policies must differ.
+  GpuTarget small = h100();
+  small.num_sms = 4;
   ScheduleConfig c;
   c.tiling = {{"gemv", {{"N_tile", 16}}}};
   const auto sms = [&](const ScheduleConfig& cfg) {
     std::vector<int64_t> out;
-    for (const Task& t : lower(m, cfg, h100(), 64).tasks) out.push_back(*t.sm);
+    for (const Task& t : lower(m, cfg, small, 64).tasks) out.push_back(*t.sm);
     return out;
   };
   const std::vector<int64_t> lb = sms(c);
   c.sm_assignment = std::string("round_robin");
   const std::vector<int64_t> rr = sms(c);
   EXPECT_NE(lb, rr);
-  for (size_t i = 0; i < rr.size(); ++i) EXPECT_EQ(rr[i], int64_t(i) % h100().num_sms);
-  c.sm_assignment = ScheduleConfig::ExplicitSmMap{{0, 7}, {3, 7}};
+  for (size_t i = 0; i < rr.size(); ++i) EXPECT_EQ(rr[i], int64_t(i) % small.num_sms);
+  c.sm_assignment = ScheduleConfig::ExplicitSmMap{{0, 3}, {5, 3}};
   const std::vector<int64_t> ex = sms(c);
-  EXPECT_EQ(ex[0], 7);
-  EXPECT_EQ(ex[3], 7);
+  EXPECT_EQ(ex[0], 3);
+  EXPECT_EQ(ex[5], 3);
+  EXPECT_NE(ex, lb);
   // Load balance: the heaviest SM carries no more than the lightest plus one task's bytes.
-  const Program p = lower(m, ScheduleConfig{}, h100(), 64);
-  std::vector<int64_t> load(size_t(h100().num_sms), 0);
+  const Program p = lower(m, ScheduleConfig{}, small, 64);
+  std::vector<int64_t> load(size_t(small.num_sms), 0);
   int64_t biggest = 0;
   for (const Task& t : p.tasks) {
     load[size_t(*t.sm)] += std::max<int64_t>(t.est_bytes, 1);

@@ -776,8 +776,11 @@ TEST(OpAttention, RejectsBadWindowsAndShapes) {
                   "input 0 (q) has 16 elements");
   expect_op_error([&] { run(Op::ATTENTION_TILE, attn(a, 0, 3, 0.3, 2), {&q, &k, &k}, {&out}); },
                   "output 0 has 32 elements (shape [4,8]), expected 40 (n_heads x (head_dim + 2) for a partial)");
+  expect_op_error([&] { run(Op::ATTENTION_TILE, attn(a, 0, 3, 0.3, 8), {&q, &k, &k}, {&out}); },
+                  "param flags 8 has unknown bits");
+  // Bit 2 (runtime window) needs the step state, which this call does not give.
   expect_op_error([&] { run(Op::ATTENTION_TILE, attn(a, 0, 3, 0.3, 4), {&q, &k, &k}, {&out}); },
-                  "param flags 4 has unknown bits");
+                  "reads the step's position, but none was given");
   expect_op_error([&] { run(Op::ATTENTION_TILE, attn(a, -1, 3, 0.3), {&q, &k, &k}, {&out}); },
                   "param kv_start must be >= 0, got -1");
   Params no_scale = attn(a, 0, 3, 0.3);

@@ -77,10 +77,10 @@ int run_compile(const CompileOptions& opt) {
   else
     std::cout << "pages     none\n";
   std::cout << fmt::format("weights   {} bytes ({})\n", wbytes, format_bytes(wbytes));
-  std::cout << fmt::format("floor     {:.1f} µs at {:.0f} GB/s (spec)", target->bandwidth_bound_us(wbytes),
+  std::cout << fmt::format("floor     {:.3f} µs at {:.0f} GB/s (spec)", target->bandwidth_bound_us(wbytes),
                            target->hbm_bandwidth_gbs);
   if (target->measured_bw_gbs > 0)
-    std::cout << fmt::format(", {:.1f} µs at {:.0f} GB/s (measured)",
+    std::cout << fmt::format(", {:.3f} µs at {:.0f} GB/s (measured)",
                              target->measured_bandwidth_bound_us(wbytes), target->measured_bw_gbs);
   std::cout << "\nwrote     " << opt.output << "\n";
   return kExitOk;

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <new>
+#include <optional>
 #include <unordered_map>
 
 #include "amk/validate.h"
@@ -118,40 +119,40 @@ void check_task_structure(const Program& p, bool buffers_dense, bool counters_de
   std::vector<int64_t> used;
   for (size_t t = 0; t < p.tasks.size(); ++t) {
     const Task& task = p.tasks[t];
-    const std::string who = task_word(p, t);
+    auto who = [&] { return task_word(p, t); };  // built only when there is something to say
     if (task.inputs.size() > static_cast<size_t>(kMaxInputs))
-      d.error(who + " has " + std::to_string(task.inputs.size()) +
+      d.error(who() + " has " + std::to_string(task.inputs.size()) +
               " inputs > ABI_MAX_INPUTS=" + std::to_string(kMaxInputs));
     if (task.outputs.size() > static_cast<size_t>(kMaxOutputs))
-      d.error(who + " has " + std::to_string(task.outputs.size()) +
+      d.error(who() + " has " + std::to_string(task.outputs.size()) +
               " outputs > ABI_MAX_OUTPUTS=" + std::to_string(kMaxOutputs));
     if (task.waits.size() > static_cast<size_t>(kMaxWaits))
-      d.error(who + " has " + std::to_string(task.waits.size()) +
+      d.error(who() + " has " + std::to_string(task.waits.size()) +
               " waits > ABI_MAX_WAITS=" + std::to_string(kMaxWaits));
 
     if (!enum_in_range(task.op, kNumOps)) {
-      d.error(who + " has invalid opcode " + std::to_string(static_cast<int64_t>(task.op)));
+      d.error(who() + " has invalid opcode " + std::to_string(static_cast<int64_t>(task.op)));
     } else {
       const OpSpec& spec = op_spec(task.op);
       const std::string op(name_of(task.op));
       const auto n_in = static_cast<int64_t>(task.inputs.size());
       if (n_in < spec.min_inputs || n_in > spec.max_inputs)
-        d.error(who + " " + op + " arity: " + std::to_string(n_in) + " inputs, expected [" +
+        d.error(who() + " " + op + " arity: " + std::to_string(n_in) + " inputs, expected [" +
                 std::to_string(spec.min_inputs) + "," + std::to_string(spec.max_inputs) + "]");
       if (task.outputs.size() != static_cast<size_t>(spec.n_outputs))
-        d.error(who + " " + op + " expected " + std::to_string(spec.n_outputs) + " outputs, got " +
+        d.error(who() + " " + op + " expected " + std::to_string(spec.n_outputs) + " outputs, got " +
                 std::to_string(task.outputs.size()));
       for (std::string_view k : spec.required_params)
         if (!task.params.contains(k))
-          d.error(who + " " + op + " missing required param '" + std::string(k) + "'");
+          d.error(who() + " " + op + " missing required param '" + std::string(k) + "'");
     }
     check_params(p, t, d);
 
     if (buffers_dense) {
       for (int64_t b : task.inputs)
-        if (b < 0 || b >= nb) d.error(who + " reads missing buffer " + std::to_string(b));
+        if (b < 0 || b >= nb) d.error(who() + " reads missing buffer " + std::to_string(b));
       for (int64_t b : task.outputs)
-        if (b < 0 || b >= nb) d.error(who + " writes missing buffer " + std::to_string(b));
+        if (b < 0 || b >= nb) d.error(who() + " writes missing buffer " + std::to_string(b));
       used.clear();
       for (const auto* list : {&task.inputs, &task.outputs})
         for (int64_t b : *list)
@@ -161,20 +162,20 @@ void check_task_structure(const Program& p, bool buffers_dense, bool counters_de
       for (int64_t b : used) {
         const size_t rank = p.buffers[static_cast<size_t>(b)].shape.size();
         if (rank > static_cast<size_t>(kMaxRank))
-          d.error(who + " uses buffer " + detail::buffer_ref(p, static_cast<int32_t>(b)) +
+          d.error(who() + " uses buffer " + detail::buffer_ref(p, static_cast<int32_t>(b)) +
                   " of rank " + std::to_string(rank) + " > ABI_MAX_RANK=" + std::to_string(kMaxRank));
       }
     }
     if (counters_dense && (task.out_counter < 0 || task.out_counter >= nc))
-      d.error(who + " increments missing counter " + std::to_string(task.out_counter));
+      d.error(who() + " increments missing counter " + std::to_string(task.out_counter));
     for (const Wait& w : task.waits) {
       if (counters_dense && (w.counter < 0 || w.counter >= nc))
-        d.error(who + " waits on missing counter " + std::to_string(w.counter));
+        d.error(who() + " waits on missing counter " + std::to_string(w.counter));
       if (w.threshold < 1)
-        d.error(who + " threshold " + std::to_string(w.threshold) + " on counter " +
+        d.error(who() + " threshold " + std::to_string(w.threshold) + " on counter " +
                 std::to_string(w.counter) + " is not a positive static int");
       if (w.counter == task.out_counter)
-        d.error(who + " waits on its OWN out_counter " + std::to_string(w.counter) +
+        d.error(who() + " waits on its OWN out_counter " + std::to_string(w.counter) +
                 ", self-deadlock");
     }
   }
@@ -369,7 +370,14 @@ void run_validation(const Program& p, ValidationResult& r) {
   }
 
   if (p.target) {
-    const auto gpu = p.meta_string("gpu");
+    // meta values are free-form JSON text; one that cannot be read is simply not a label.
+    std::optional<std::string> gpu;
+    try {
+      gpu = p.meta_string("gpu");
+    } catch (const std::bad_alloc&) {
+      throw;
+    } catch (...) {
+    }
     if (gpu && !gpu->empty() && *gpu != p.target->name)
       d.warn("meta['gpu']='" + *gpu + "' != target.name='" + p.target->name +
              "' - flywheel rows derive GPU from target.name");
