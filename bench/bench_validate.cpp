@@ -14,7 +14,8 @@ const amk::Program& decoder(int64_t tasks) {
   static std::vector<std::pair<int64_t, amk::Program>> cache;
   for (const auto& [n, p] : cache)
     if (n == tasks) return p;
-  cache.emplace_back(tasks, amk::testing::make_decoder(amk::testing::decoder_options_for_tasks(tasks)));
+  cache.emplace_back(tasks,
+                     amk::testing::make_decoder(amk::testing::decoder_options_for_tasks(tasks)));
   return cache.back().second;
 }
 
@@ -55,7 +56,11 @@ void BM_SimulateAdversarialOneSeed(benchmark::State& state) {
   }
   state.counters["tasks"] = static_cast<double>(p.tasks.size());
 }
-BENCHMARK(BM_SimulateAdversarialOneSeed)->Arg(10000)->Arg(100000)->Arg(300000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SimulateAdversarialOneSeed)
+    ->Arg(10000)
+    ->Arg(100000)
+    ->Arg(300000)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

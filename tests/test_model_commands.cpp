@@ -1,10 +1,10 @@
 // `amk compile`, `amk run` and `amk oracle` end to end on the fixtures, with their exit codes.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
 #include "amk/json.h"
 #include "amk/oracle.h"
@@ -29,7 +29,8 @@ fs::path scratch(const std::string& name) {
 
 TEST(OracleCli, BothFixturesPass) {
   for (const char* name : {"tiny-llama", "tiny-qwen3"}) {
-    const auto r = run_amk("oracle " + fixture(name) + " --expected " + expected(name) + " --device cpu");
+    const auto r =
+        run_amk("oracle " + fixture(name) + " --expected " + expected(name) + " --device cpu");
     EXPECT_EQ(r.exit_code, 0) << name << "\n" << r.out << r.err;
     EXPECT_NE(r.out.find("PASS"), std::string::npos);
     EXPECT_NE(r.out.find("identical"), std::string::npos);
@@ -37,17 +38,19 @@ TEST(OracleCli, BothFixturesPass) {
 }
 
 TEST(OracleCli, AnotherModelsOutputsFailWithExitOne) {
-  const auto r = run_amk("oracle " + fixture("tiny-llama") + " --expected " + expected("tiny-qwen3"));
+  const auto r =
+      run_amk("oracle " + fixture("tiny-llama") + " --expected " + expected("tiny-qwen3"));
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("FAIL"), std::string::npos);
 }
 
 TEST(OracleCli, InvalidInputExitsTwo) {
   // Not an expected-outputs file / no checkpoint / the CUDA VM does not exist yet.
-  EXPECT_EQ(run_amk("oracle " + fixture("tiny-llama") + " --expected " +
-                    shell_quote(std::string(AMK_TESTDATA_DIR) + "/fixtures/tiny-llama/model.safetensors"))
-                .exit_code,
-            2);
+  EXPECT_EQ(
+      run_amk("oracle " + fixture("tiny-llama") + " --expected " +
+              shell_quote(std::string(AMK_TESTDATA_DIR) + "/fixtures/tiny-llama/model.safetensors"))
+          .exit_code,
+      2);
   EXPECT_EQ(run_amk("oracle /nonexistent --expected " + expected("tiny-llama")).exit_code, 2);
   const auto cuda = run_amk("oracle " + fixture("tiny-llama") + " --expected " +
                             expected("tiny-llama") + " --device cuda");
@@ -70,15 +73,17 @@ TEST(OracleCli, RunGeneratesTheGreedyContinuation) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, want + "\n");
   EXPECT_EQ(run_amk("run " + fixture("tiny-qwen3") + " --prompt-ids 1,x").exit_code, 2);
-  EXPECT_EQ(run_amk("run " + fixture("tiny-qwen3") + " --prompt-ids 999").exit_code, 1);
+  EXPECT_EQ(run_amk("run " + fixture("tiny-qwen3") + " --prompt-ids 999").exit_code, 2);
+  EXPECT_EQ(run_amk("run " + fixture("tiny-qwen3") + " --prompt-ids 1 --device cuda").exit_code, 2);
 }
 
 TEST(LoweringCli, CompileWritesAValidProgramAndHonoursTheConfig) {
   const fs::path cfg = scratch("cfg.json"), out = scratch("prog.json");
   std::ofstream(cfg) << R"({"tiling": {"gemv": {"N_tile": 32}, "attention": {"kv_block": 64}},
                            "sm_assignment": "round_robin", "pipelining_depth": 1})";
-  const auto r = run_amk("compile " + fixture("tiny-llama") + " --gpu h200 --config " +
-                         shell_quote(cfg.string()) + " --max-context 256 -o " + shell_quote(out.string()));
+  const auto r =
+      run_amk("compile " + fixture("tiny-llama") + " --gpu h200 --config " +
+              shell_quote(cfg.string()) + " --max-context 256 -o " + shell_quote(out.string()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* word : {"tasks", "counters", "pages", "weights", "floor", "ATTENTION_COMBINE"})
     EXPECT_NE(r.out.find(word), std::string::npos) << word << "\n" << r.out;

@@ -48,8 +48,8 @@ TEST(Oracle, TinyQwen3PassesWithTheDefaultConfig) {
 
 TEST(Oracle, SplitKvSmallTilesAndEveryPolicyStillPass) {
   ScheduleConfig c;
-  c.tiling = {{"gemv", {{"N_tile", 16}}}, {"lm_head", {{"N_tile", 96}}},
-              {"attention", {{"kv_block", 16}}}};
+  c.tiling = {
+      {"gemv", {{"N_tile", 16}}}, {"lm_head", {{"N_tile", 96}}}, {"attention", {{"kv_block", 16}}}};
   c.sm_assignment = std::string("round_robin");
   c.page_allocation = "linear";
   c.pipelining_depth = 3;

@@ -11,7 +11,8 @@
 namespace amk {
 namespace {
 
-int64_t add_nop(Program& p, int64_t counter, std::vector<Wait> waits = {}, std::string label = "nop") {
+int64_t add_nop(Program& p, int64_t counter, std::vector<Wait> waits = {},
+                std::string label = "nop") {
   p.add_task(Op::NOP, {}, {}, counter, std::move(waits), {}, std::move(label));
   return static_cast<int64_t>(p.tasks.size()) - 1;
 }
@@ -40,7 +41,8 @@ Program writer_reader(bool reader_waits) {
   int64_t prev = -1;
   for (int i = 0; i < 5; ++i) {
     const int64_t c = p.new_counter();
-    add_nop(p, c, prev < 0 ? std::vector<Wait>{} : std::vector<Wait>{{prev, 1}}, "chain" + std::to_string(i));
+    add_nop(p, c, prev < 0 ? std::vector<Wait>{} : std::vector<Wait>{{prev, 1}},
+            "chain" + std::to_string(i));
     prev = c;
   }
   const int64_t cw = p.new_counter("writer");
@@ -51,7 +53,8 @@ Program writer_reader(bool reader_waits) {
   return p;
 }
 
-// ---- simulate_counters ---------------------------------------------------------------------------
+// ---- simulate_counters
+// ---------------------------------------------------------------------------
 TEST(SimulateCounters, ValidProgramFiresEveryTaskAfterItsProducers) {
   const Program p = testing::make_decoder(small_decoder());
   ASSERT_TRUE(validate(p).ok);
@@ -59,7 +62,8 @@ TEST(SimulateCounters, ValidProgramFiresEveryTaskAfterItsProducers) {
   EXPECT_TRUE(sim.stuck.empty());
   ASSERT_EQ(sim.order.size(), p.tasks.size());
   std::vector<int64_t> at(p.tasks.size(), -1);
-  for (size_t i = 0; i < sim.order.size(); ++i) at[static_cast<size_t>(sim.order[i])] = static_cast<int64_t>(i);
+  for (size_t i = 0; i < sim.order.size(); ++i)
+    at[static_cast<size_t>(sim.order[i])] = static_cast<int64_t>(i);
   for (size_t t = 0; t < p.tasks.size(); ++t)
     for (const Wait& w : p.tasks[t].waits)
       for (size_t q = 0; q < p.tasks.size(); ++q)
@@ -115,14 +119,16 @@ TEST(SimulateCounters, HundredThousandTasksInOnePass) {
   EXPECT_EQ(sim.order.size(), p.tasks.size());
 }
 
-// ---- simulate_adversarial --------------------------------------------------------------------------
+// ---- simulate_adversarial
+// --------------------------------------------------------------------------
 TEST(SimulateAdversarial, CatchesAReaderThatDoesNotWaitForItsWriter) {
   const auto v = simulate_adversarial(writer_reader(false));
   ASSERT_FALSE(v.empty());
   const std::string seed = v.front().substr(0, v.front().find(']') + 1);
   for (const auto& msg : v) {
     EXPECT_EQ(msg.rfind(seed, 0), 0u) << "stops after the first seed with violations: " << msg;
-    EXPECT_NE(msg.find("task 6 (reader) reads buffer #1 ('h') before any producer wrote it"), std::string::npos)
+    EXPECT_NE(msg.find("task 6 (reader) reads buffer #1 ('h') before any producer wrote it"),
+              std::string::npos)
         << msg;
   }
   EXPECT_TRUE(std::is_sorted(v.begin(), v.end()));
@@ -179,7 +185,8 @@ TEST(SimulateAdversarial, LargeDecoderIsCleanAndAPlantedRaceIsFound) {
   p.tasks[victim].waits = p.tasks[victim - 1].waits;
   const auto v = simulate_adversarial(p);
   ASSERT_FALSE(v.empty());
-  EXPECT_NE(v.front().find("task " + std::to_string(victim) + " ("), std::string::npos) << v.front();
+  EXPECT_NE(v.front().find("task " + std::to_string(victim) + " ("), std::string::npos)
+      << v.front();
 }
 
 }  // namespace

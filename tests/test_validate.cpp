@@ -4,13 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
-#include <set>
-#include <cmath>
 #include <limits>
+#include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -20,7 +20,8 @@
 namespace amk {
 namespace {
 
-// ---- assertions that print the whole report when they fail ---------------------------------------
+// ---- assertions that print the whole report when they fail
+// ---------------------------------------
 bool contains_any(const std::vector<std::string>& lines, std::string_view needle) {
   for (const auto& l : lines)
     if (l.find(needle) != std::string::npos) return true;
@@ -34,8 +35,9 @@ bool contains_any(const std::vector<std::string>& lines, std::string_view needle
 
 ::testing::AssertionResult Rejected(const ValidationResult& r, std::string_view needle) {
   if (!r.ok && contains_any(r.errors, needle)) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "expected REJECTED with an error containing '" << needle
-                                       << "', got:\n" << r.report();
+  return ::testing::AssertionFailure()
+         << "expected REJECTED with an error containing '" << needle << "', got:\n"
+         << r.report();
 }
 
 ::testing::AssertionResult Warned(const ValidationResult& r, std::string_view needle) {
@@ -76,24 +78,29 @@ Tiny tiny() {
   Program& p = t.p;
   t.x = p.new_buffer("x", BufferKind::IO_INPUT, DType::F16, {1, 16});
   t.nw = p.new_buffer("norm.w", BufferKind::WEIGHT, DType::F16, {16}, MemSpace::HBM, "norm.weight");
-  t.w = p.new_buffer("proj.w", BufferKind::WEIGHT, DType::F16, {16, 16}, MemSpace::HBM, "proj.weight");
+  t.w = p.new_buffer("proj.w", BufferKind::WEIGHT, DType::F16, {16, 16}, MemSpace::HBM,
+                     "proj.weight");
   t.h = p.new_buffer("h", BufferKind::ACTIVATION, DType::F16, {1, 16}, MemSpace::GLOBAL_SCRATCH);
   t.y = p.new_buffer("y", BufferKind::IO_OUTPUT, DType::F16, {1, 16});
   t.c_norm = p.new_counter("norm done");
   t.c_proj = p.new_counter("proj done");
   p.add_task(Op::RMSNORM, {t.x, t.nw}, {t.h}, t.c_norm, {}, norm_params(), "norm");
-  p.add_task(Op::GEMV_TILE, {t.h, t.w}, {t.y}, t.c_proj, {{t.c_norm, 1}}, gemv_params(16, 8, 0), "proj0");
-  p.add_task(Op::GEMV_TILE, {t.h, t.w}, {t.y}, t.c_proj, {{t.c_norm, 1}}, gemv_params(16, 8, 8), "proj1");
+  p.add_task(Op::GEMV_TILE, {t.h, t.w}, {t.y}, t.c_proj, {{t.c_norm, 1}}, gemv_params(16, 8, 0),
+             "proj0");
+  p.add_task(Op::GEMV_TILE, {t.h, t.w}, {t.y}, t.c_proj, {{t.c_norm, 1}}, gemv_params(16, 8, 8),
+             "proj1");
   return t;
 }
 
 // n producers (NOP, one counter each or shared) feeding tasks as the tests need.
-int64_t add_nop(Program& p, int64_t counter, std::vector<Wait> waits = {}, std::string label = "nop") {
+int64_t add_nop(Program& p, int64_t counter, std::vector<Wait> waits = {},
+                std::string label = "nop") {
   p.add_task(Op::NOP, {}, {}, counter, std::move(waits), {}, std::move(label));
   return static_cast<int64_t>(p.tasks.size()) - 1;
 }
 
-// ---- the baseline ----------------------------------------------------------------------------------
+// ---- the baseline
+// ----------------------------------------------------------------------------------
 TEST(ValidateBasics, TinyProgramIsValidAndReportsStats) {
   const auto r = validate(tiny().p);
   ASSERT_TRUE(Clean(r));
@@ -104,9 +111,11 @@ TEST(ValidateBasics, TinyProgramIsValidAndReportsStats) {
   EXPECT_TRUE(r.stats.acyclic);
   EXPECT_FALSE(r.stats.sm_assigned);
   EXPECT_GT(r.stats.hb_queries, 0);
-  EXPECT_EQ(r.report().rfind("[VALID] tasks=3 buffers=5 counters=2 edges=2 acyclic=true weight_MB=0.00 "
-                             "sm_assigned=false", 0),
-            0u)
+  EXPECT_EQ(
+      r.report().rfind("[VALID] tasks=3 buffers=5 counters=2 edges=2 acyclic=true weight_MB=0.00 "
+                       "sm_assigned=false",
+                       0),
+      0u)
       << r.report();
 }
 
@@ -119,7 +128,8 @@ TEST(ValidateBasics, ReportListsErrorsAndWarnings) {
   const auto r = validate(t.p);
   const std::string rep = r.report();
   EXPECT_EQ(rep.rfind("[REJECTED] tasks=3", 0), 0u) << rep;
-  EXPECT_NE(rep.find("\n  ERROR: task 1 (proj0) reads missing buffer 99"), std::string::npos) << rep;
+  EXPECT_NE(rep.find("\n  ERROR: task 1 (proj0) reads missing buffer 99"), std::string::npos)
+      << rep;
   EXPECT_NE(rep.find("\n  warning: task 0 (norm) param 'bogus'"), std::string::npos) << rep;
   EXPECT_FALSE(static_cast<bool>(r));
 }
@@ -129,13 +139,15 @@ TEST(ValidateBasics, EdgesCountDistinctPairsWithoutListingThem) {
   Program p;
   const int64_t c = p.new_counter(), d = p.new_counter();
   for (int i = 0; i < 128; ++i) add_nop(p, c);
-  for (int i = 0; i < 128; ++i) add_nop(p, d, {{c, 128}, {c, 128}});  // a duplicated wait counts once
+  for (int i = 0; i < 128; ++i)
+    add_nop(p, d, {{c, 128}, {c, 128}});  // a duplicated wait counts once
   const auto r = validate(p);
   ASSERT_TRUE(Accepted(r));
   EXPECT_EQ(r.stats.edges, 128 * 128);
 }
 
-// ---- referential integrity -------------------------------------------------------------------------
+// ---- referential integrity
+// -------------------------------------------------------------------------
 TEST(ValidateReferences, MissingBufferIsRejected) {
   Tiny t = tiny();
   t.p.tasks[1].inputs[0] = 99;
@@ -188,7 +200,8 @@ TEST(ValidateReferences, CounterInitMustBeZero) {
   EXPECT_TRUE(Rejected(validate(t.p), "counter 0 has init 1 != 0"));
 }
 
-// ---- arity, params, caps ---------------------------------------------------------------------------
+// ---- arity, params, caps
+// ---------------------------------------------------------------------------
 TEST(ValidateArity, InputAndOutputCountsFollowTheRegistry) {
   Tiny t = tiny();
   t.p.tasks[1].inputs = {t.h};
@@ -321,12 +334,14 @@ TEST(ValidateCaps, RankFiveIsRejectedRankFourAccepted) {
   EXPECT_TRUE(Rejected(r2, "has negative dimension -2"));
 }
 
-// ---- thresholds and the all-join rule ------------------------------------------------------------
+// ---- thresholds and the all-join rule
+// ------------------------------------------------------------
 TEST(ValidateThresholds, ZeroAndNegativeAreRejected) {
   for (int64_t bad : {int64_t{0}, int64_t{-3}}) {
     Tiny t = tiny();
     t.p.tasks[1].waits[0].threshold = bad;
-    EXPECT_TRUE(Rejected(validate(t.p), "threshold " + std::to_string(bad) + " on counter 0 is not a positive static int"));
+    EXPECT_TRUE(Rejected(validate(t.p), "threshold " + std::to_string(bad) +
+                                            " on counter 0 is not a positive static int"));
   }
 }
 
@@ -360,8 +375,8 @@ TEST(ValidateThresholds, PartialWaitOnSharedCounterIsARace) {
     if (t == 4)
       EXPECT_TRUE(Clean(r));
     else  // t = 1 is the first-of-N race: any one producer satisfies it
-      EXPECT_TRUE(Rejected(r, "partial wait threshold " + std::to_string(t) +
-                                  " on shared counter 0 (4 producers)"));
+      EXPECT_TRUE(Rejected(
+          r, "partial wait threshold " + std::to_string(t) + " on shared counter 0 (4 producers)"));
   }
 }
 
@@ -382,8 +397,9 @@ TEST(ValidateThresholds, WaitingOnOwnCounterIsASelfDeadlock) {
   EXPECT_FALSE(r.stats.acyclic);
 }
 
-// ---- acyclicity ------------------------------------------------------------------------------------
-// Task i waits on the counter of task i-1; task 0 waits on the last one when `closed`.
+// ---- acyclicity
+// ------------------------------------------------------------------------------------ Task i waits
+// on the counter of task i-1; task 0 waits on the last one when `closed`.
 Program ring(int64_t n, bool closed) {
   Program p;
   for (int64_t i = 0; i < n; ++i) p.new_counter();
@@ -428,7 +444,8 @@ TEST(ValidateCycles, CycleBehindAnAcyclicPrefixIsLocalised) {
   EXPECT_TRUE(Rejected(validate(p), "cycle: 1:b -> 2:c -> 3:d -> 1:b"));
 }
 
-// ---- per-SM queues ---------------------------------------------------------------------------------
+// ---- per-SM queues
+// ---------------------------------------------------------------------------------
 TEST(ValidateSmQueues, ConsumerQueuedBeforeItsProducerOnOneSmDeadlocks) {
   Program p;
   const int64_t ca = p.new_counter(), cb = p.new_counter();
@@ -487,8 +504,9 @@ TEST(ValidateSmQueues, PartialAssignmentWarns) {
 TEST(ValidateRaces, ReaderNotOrderedAfterWriterIsARace) {
   Tiny t = tiny();
   t.p.tasks[2].waits.clear();
-  EXPECT_TRUE(Rejected(validate(t.p), "task 2 (proj1) reads buffer #3 ('h') but writer task(s) [0] are "
-                                      "NOT ordered before it, data RACE"));
+  EXPECT_TRUE(Rejected(validate(t.p),
+                       "task 2 (proj1) reads buffer #3 ('h') but writer task(s) [0] are "
+                       "NOT ordered before it, data RACE"));
   EXPECT_TRUE(Clean(validate(tiny().p)));
 }
 
@@ -498,14 +516,16 @@ TEST(ValidateRaces, TransitiveOrderIsEnough) {
   const int64_t x = p.new_buffer("x", BufferKind::IO_INPUT, DType::F32, {4});
   const int64_t h = p.new_buffer("h", BufferKind::ACTIVATION, DType::F32, {4});
   const int64_t y = p.new_buffer("y", BufferKind::IO_OUTPUT, DType::F32, {4});
-  const int64_t c0 = p.new_counter(), c1 = p.new_counter(), c2 = p.new_counter(), c3 = p.new_counter();
+  const int64_t c0 = p.new_counter(), c1 = p.new_counter(), c2 = p.new_counter(),
+                c3 = p.new_counter();
   p.add_task(Op::GELU, {x}, {h}, c0, {}, {}, "write h");
   add_nop(p, c1, {{c0, 1}}, "a");
   add_nop(p, c2, {{c1, 1}}, "b");
   p.add_task(Op::ADD, {h, x}, {y}, c3, {{c2, 1}}, {}, "read h");
   EXPECT_TRUE(Clean(validate(p)));
   p.tasks[2].waits.clear();  // break the chain in the middle
-  EXPECT_TRUE(Rejected(validate(p), "task 3 (read h) reads buffer #1 ('h') but writer task(s) [0]"));
+  EXPECT_TRUE(
+      Rejected(validate(p), "task 3 (read h) reads buffer #1 ('h') but writer task(s) [0]"));
 }
 
 TEST(ValidateRaces, ReaderMustFollowEveryWriterNotJustOne) {
@@ -519,7 +539,8 @@ TEST(ValidateRaces, ReaderMustFollowEveryWriterNotJustOne) {
   p.add_task(Op::GELU, {x}, {h}, ca, {}, {}, "A");
   p.add_task(Op::GELU, {x}, {h}, cb, {{ca, 1}}, {}, "B");
   p.add_task(Op::COPY, {h}, {y}, cr, {{ca, 1}}, {}, "reader");
-  EXPECT_TRUE(Rejected(validate(p), "task 2 (reader) reads buffer #1 ('h') but writer task(s) [1] are NOT"));
+  EXPECT_TRUE(Rejected(validate(p),
+                       "task 2 (reader) reads buffer #1 ('h') but writer task(s) [1] are NOT"));
   p.tasks[2].waits = {{cb, 1}};
   EXPECT_TRUE(Clean(validate(p)));
 }
@@ -532,7 +553,8 @@ TEST(ValidateRaces, ReadingAllTilesNeedsTheAllJoin) {
   const int64_t h = p.new_buffer("h", BufferKind::ACTIVATION, DType::F32, {1, 8});
   const int64_t y = p.new_buffer("y", BufferKind::IO_OUTPUT, DType::F32, {1, 8});
   const int64_t c = p.new_counter(), d = p.new_counter(), e = p.new_counter();
-  for (int i = 0; i < 4; ++i) p.add_task(Op::GEMV_TILE, {x, w}, {h}, c, {}, gemv_params(8, 2, 2 * i));
+  for (int i = 0; i < 4; ++i)
+    p.add_task(Op::GEMV_TILE, {x, w}, {h}, c, {}, gemv_params(8, 2, 2 * i));
   add_nop(p, d, {{c, 4}}, "joined");
   p.add_task(Op::COPY, {h}, {y}, e, {{d, 1}}, {}, "reader");
   EXPECT_TRUE(Clean(validate(p)));
@@ -545,7 +567,8 @@ TEST(ValidateRaces, ReadingAllTilesNeedsTheAllJoin) {
 TEST(ValidateRaces, NeverProducedActivationIsRejected) {
   Tiny t = tiny();
   t.p.tasks[0].outputs = {t.p.new_buffer("other", BufferKind::ACTIVATION, DType::F16, {1, 16})};
-  EXPECT_TRUE(Rejected(validate(t.p), "task 1 (proj0) reads buffer #3 ('h') that is never produced"));
+  EXPECT_TRUE(
+      Rejected(validate(t.p), "task 1 (proj0) reads buffer #3 ('h') that is never produced"));
 }
 
 TEST(ValidateRaces, ReadingOnlyYourOwnOutputWarns) {
@@ -554,16 +577,17 @@ TEST(ValidateRaces, ReadingOnlyYourOwnOutputWarns) {
   t.p.add_task(Op::ADD, {t.x, z}, {z}, t.p.new_counter(), {}, {}, "inplace");
   const auto r = validate(t.p);
   EXPECT_TRUE(Accepted(r));
-  EXPECT_TRUE(Warned(r, "task 3 (inplace) reads buffer #5 ('z') in place with no external producer"));
+  EXPECT_TRUE(
+      Warned(r, "task 3 (inplace) reads buffer #5 ('z') in place with no external producer"));
 }
 
-// ---- the race and page checks against a brute-force oracle ------------------------------------------
-// Random acyclic programs: consecutive groups of 1-3 tasks share a counter; each task waits on a
-// few counters of earlier groups (now and then with a partial or unsatisfiable threshold, which
-// orders nothing), reads a few random buffers (earlier, same-group or later ones) and writes its
-// own buffer or its group's shared one. Buffers sit on a handful of pages. The oracle computes
-// every task's ancestor set explicitly; validate() must flag exactly the racy reads and exactly
-// the pages holding an unordered pair.
+// ---- the race and page checks against a brute-force oracle
+// ------------------------------------------ Random acyclic programs: consecutive groups of 1-3
+// tasks share a counter; each task waits on a few counters of earlier groups (now and then with a
+// partial or unsatisfiable threshold, which orders nothing), reads a few random buffers (earlier,
+// same-group or later ones) and writes its own buffer or its group's shared one. Buffers sit on a
+// handful of pages. The oracle computes every task's ancestor set explicitly; validate() must flag
+// exactly the racy reads and exactly the pages holding an unordered pair.
 struct Oracle {
   std::set<std::pair<int64_t, int64_t>> racy_reads;  // (task, buffer)
   std::set<int64_t> clobbered_pages;
@@ -578,11 +602,15 @@ Program random_program(std::mt19937_64& rng, int64_t n, int64_t n_pages, Oracle&
     const int64_t size = std::min<int64_t>(1 + pick(3), n - t);
     const int64_t c = p.new_counter();
     const bool shared = size > 1 && pick(3) == 0;
-    const int64_t shared_buf = shared ? p.new_buffer("s" + std::to_string(t), BufferKind::ACTIVATION, DType::F32, {4}) : -1;
+    const int64_t shared_buf =
+        shared ? p.new_buffer("s" + std::to_string(t), BufferKind::ACTIVATION, DType::F32, {4})
+               : -1;
     for (int64_t i = t; i < t + size; ++i) {
       group_start[static_cast<size_t>(i)] = t;
       counter_of[static_cast<size_t>(i)] = c;
-      out_buffer[static_cast<size_t>(i)] = shared ? shared_buf : p.new_buffer("b" + std::to_string(i), BufferKind::ACTIVATION, DType::F32, {4});
+      out_buffer[static_cast<size_t>(i)] =
+          shared ? shared_buf
+                 : p.new_buffer("b" + std::to_string(i), BufferKind::ACTIVATION, DType::F32, {4});
     }
     t += size;
   }
@@ -614,11 +642,12 @@ Program random_program(std::mt19937_64& rng, int64_t n, int64_t n_pages, Oracle&
       else
         reads.push_back(out_buffer[static_cast<size_t>(roll < 6 ? start - 1 : pick(start))]);
     }
-    p.add_task(Op::ALLREDUCE_SHARD, reads, {out_buffer[static_cast<size_t>(t)]}, counter_of[static_cast<size_t>(t)], waits, {},
-               "t" + std::to_string(t));
+    p.add_task(Op::ALLREDUCE_SHARD, reads, {out_buffer[static_cast<size_t>(t)]},
+               counter_of[static_cast<size_t>(t)], waits, {}, "t" + std::to_string(t));
   }
   p.pages = PageAllocation{};
-  for (int64_t pg = 0; pg < n_pages; ++pg) p.pages->pages.push_back(Page{pg, MemSpace::GLOBAL_SCRATCH, 16});
+  for (int64_t pg = 0; pg < n_pages; ++pg)
+    p.pages->pages.push_back(Page{pg, MemSpace::GLOBAL_SCRATCH, 16});
   for (int64_t b = 0; b < nb; ++b)
     if (pick(3) != 0) p.pages->buffer_to_page.emplace_back(b, pick(n_pages));
 
@@ -626,24 +655,31 @@ Program random_program(std::mt19937_64& rng, int64_t n, int64_t n_pages, Oracle&
   const size_t words = static_cast<size_t>(n + 63) / 64;
   std::vector<std::vector<uint64_t>> anc(static_cast<size_t>(n), std::vector<uint64_t>(words, 0));
   std::vector<std::vector<int64_t>> producers(p.counters.size());
-  for (int64_t t = 0; t < n; ++t) producers[static_cast<size_t>(counter_of[static_cast<size_t>(t)])].push_back(t);
-  auto before = [&](int64_t a, int64_t b) { return (anc[static_cast<size_t>(b)][static_cast<size_t>(a) / 64] >> (a % 64)) & 1; };
+  for (int64_t t = 0; t < n; ++t)
+    producers[static_cast<size_t>(counter_of[static_cast<size_t>(t)])].push_back(t);
+  auto before = [&](int64_t a, int64_t b) {
+    return (anc[static_cast<size_t>(b)][static_cast<size_t>(a) / 64] >> (a % 64)) & 1;
+  };
   for (int64_t t = 0; t < n; ++t) {
     std::map<int64_t, int64_t> max_th;
-    for (const Wait& w : p.tasks[static_cast<size_t>(t)].waits) max_th[w.counter] = std::max(max_th[w.counter], w.threshold);
+    for (const Wait& w : p.tasks[static_cast<size_t>(t)].waits)
+      max_th[w.counter] = std::max(max_th[w.counter], w.threshold);
     for (const auto& [c, th] : max_th) {
       if (th != np[static_cast<size_t>(c)]) continue;
       for (int64_t q : producers[static_cast<size_t>(c)]) {
-        for (size_t i = 0; i < words; ++i) anc[static_cast<size_t>(t)][i] |= anc[static_cast<size_t>(q)][i];
+        for (size_t i = 0; i < words; ++i)
+          anc[static_cast<size_t>(t)][i] |= anc[static_cast<size_t>(q)][i];
         anc[static_cast<size_t>(t)][static_cast<size_t>(q) / 64] |= uint64_t{1} << (q % 64);
       }
     }
   }
-  std::vector<std::vector<int64_t>> writers(static_cast<size_t>(nb)), users(static_cast<size_t>(nb));
+  std::vector<std::vector<int64_t>> writers(static_cast<size_t>(nb)),
+      users(static_cast<size_t>(nb));
   for (int64_t t = 0; t < n; ++t) {
     writers[static_cast<size_t>(out_buffer[static_cast<size_t>(t)])].push_back(t);
     users[static_cast<size_t>(out_buffer[static_cast<size_t>(t)])].push_back(t);
-    for (int64_t b : p.tasks[static_cast<size_t>(t)].inputs) users[static_cast<size_t>(b)].push_back(t);
+    for (int64_t b : p.tasks[static_cast<size_t>(t)].inputs)
+      users[static_cast<size_t>(b)].push_back(t);
   }
   for (int64_t t = 0; t < n; ++t)
     for (int64_t b : p.tasks[static_cast<size_t>(t)].inputs) {
@@ -685,8 +721,9 @@ void expect_matches_oracle(const Program& p, const Oracle& oracle) {
   }
   EXPECT_EQ(pages, oracle.clobbered_pages);
   if (std::getenv("AMK_ORACLE_STATS"))
-    std::printf("tasks=%zu racy=%zu/%lld clobbered=%zu/%zu\n", p.tasks.size(), oracle.racy_reads.size(),
-                static_cast<long long>(r.stats.hb_queries), oracle.clobbered_pages.size(), p.pages->pages.size());
+    std::printf("tasks=%zu racy=%zu/%lld clobbered=%zu/%zu\n", p.tasks.size(),
+                oracle.racy_reads.size(), static_cast<long long>(r.stats.hb_queries),
+                oracle.clobbered_pages.size(), p.pages->pages.size());
 }
 
 TEST(ValidateOracle, SmallRandomProgramsMatchBruteForce) {
@@ -736,7 +773,8 @@ KvProgram kv_program(bool append) {
     p.add_task(Op::KV_APPEND, {k_new, cache}, {cache}, k.c_append, {}, ap, "append");
   }
   Params at;
-  for (const char* key : {"head_dim", "kv_start", "kv_len", "n_heads", "n_kv_heads"}) at.set_int(key, 1);
+  for (const char* key : {"head_dim", "kv_start", "kv_len", "n_heads", "n_kv_heads"})
+    at.set_int(key, 1);
   at.set_real("scale", 0.5);
   std::vector<Wait> waits;
   if (append) waits.push_back({k.c_append, 1});
@@ -744,21 +782,25 @@ KvProgram kv_program(bool append) {
   return k;
 }
 
-TEST(ValidateKvCache, ReadAfterTheAppendIsFine) { EXPECT_TRUE(Clean(validate(kv_program(true).p))); }
+TEST(ValidateKvCache, ReadAfterTheAppendIsFine) {
+  EXPECT_TRUE(Clean(validate(kv_program(true).p)));
+}
 
 TEST(ValidateKvCache, ReadBeforeTheAppendIsARace) {
   KvProgram k = kv_program(true);
   k.p.tasks[1].waits.clear();
-  EXPECT_TRUE(Rejected(validate(k.p), "task 1 (attention) reads KV cache #2 ('kv') but writer task(s) [0] "
-                                      "are NOT ordered before it, KV cache RACE"));
+  EXPECT_TRUE(Rejected(validate(k.p),
+                       "task 1 (attention) reads KV cache #2 ('kv') but writer task(s) [0] "
+                       "are NOT ordered before it, KV cache RACE"));
 }
 
 TEST(ValidateKvCache, PriorStepStateWithoutAppendIsFine) {
   EXPECT_TRUE(Clean(validate(kv_program(false).p)));
 }
 
-// ---- WAW -------------------------------------------------------------------------------------------
-// `n` GEMV tiles of width 8 at the given offsets, all under one counter, into y.
+// ---- WAW
+// ------------------------------------------------------------------------------------------- `n`
+// GEMV tiles of width 8 at the given offsets, all under one counter, into y.
 Program tiles_at(const std::vector<int64_t>& offsets, int64_t width = 8) {
   Program p;
   const int64_t x = p.new_buffer("x", BufferKind::IO_INPUT, DType::F32, {1, 8});
@@ -817,14 +859,16 @@ TEST(ValidateWaw, WholeBufferWritersUnderOneCounterRace) {
   const int64_t c = p.new_counter();
   p.add_task(Op::GELU, {x}, {y}, c, {}, {}, "g0");
   p.add_task(Op::GELU, {x}, {y}, c, {}, {}, "g1");
-  EXPECT_TRUE(Rejected(validate(p), "writers 0 (g0) and 1 (g1) share a counter but their tiles OVERLAP"));
+  EXPECT_TRUE(
+      Rejected(validate(p), "writers 0 (g0) and 1 (g1) share a counter but their tiles OVERLAP"));
 }
 
 TEST(ValidateWaw, WritersOnDifferentCountersMustBeTotallyOrdered) {
   Program p;
   const int64_t x = p.new_buffer("x", BufferKind::IO_INPUT, DType::F32, {4});
   const int64_t y = p.new_buffer("y", BufferKind::IO_OUTPUT, DType::F32, {4});
-  const int64_t c0 = p.new_counter(), c1 = p.new_counter(), c2 = p.new_counter(), c3 = p.new_counter();
+  const int64_t c0 = p.new_counter(), c1 = p.new_counter(), c2 = p.new_counter(),
+                c3 = p.new_counter();
   p.add_task(Op::GELU, {x}, {y}, c0, {}, {}, "first");
   add_nop(p, c1, {{c0, 1}}, "between");
   p.add_task(Op::GELU, {x}, {y}, c2, {{c1, 1}}, {}, "second");  // transitively after `first`
@@ -840,16 +884,19 @@ TEST(ValidateWaw, ReadersOfAWriterChainMustFollowItsLastWriter) {
   const int64_t x = p.new_buffer("x", BufferKind::IO_INPUT, DType::F32, {4});
   const int64_t y = p.new_buffer("y", BufferKind::ACTIVATION, DType::F32, {4});
   const int64_t z = p.new_buffer("z", BufferKind::IO_OUTPUT, DType::F32, {4});
-  const int64_t ca = p.new_counter(), cb = p.new_counter(), cc = p.new_counter(), cr = p.new_counter();
+  const int64_t ca = p.new_counter(), cb = p.new_counter(), cc = p.new_counter(),
+                cr = p.new_counter();
   p.add_task(Op::GELU, {x}, {y}, ca, {}, {}, "A");
   p.add_task(Op::GELU, {x}, {y}, cb, {{ca, 1}}, {}, "B");
   p.add_task(Op::GELU, {x}, {y}, cc, {{cb, 1}}, {}, "C");
   p.add_task(Op::COPY, {y}, {z}, cr, {{cc, 1}}, {}, "reader");
   EXPECT_TRUE(Clean(validate(p)));
   p.tasks[3].waits = {{cb, 1}};  // between B and C: C is not ordered before the read
-  EXPECT_TRUE(Rejected(validate(p), "task 3 (reader) reads buffer #1 ('y') but writer task(s) [2] are NOT ordered"));
+  EXPECT_TRUE(Rejected(
+      validate(p), "task 3 (reader) reads buffer #1 ('y') but writer task(s) [2] are NOT ordered"));
   p.tasks[3].waits = {};
-  EXPECT_TRUE(Rejected(validate(p), "task 3 (reader) reads buffer #1 ('y') but writer task(s) [0, 1, 2] are NOT"));
+  EXPECT_TRUE(Rejected(
+      validate(p), "task 3 (reader) reads buffer #1 ('y') but writer task(s) [0, 1, 2] are NOT"));
 }
 
 TEST(ValidateWaw, LongInPlaceChainStaysFast) {
@@ -864,9 +911,12 @@ TEST(ValidateWaw, LongInPlaceChainStaysFast) {
   for (int64_t i = 1; i < n; ++i) p.add_task(Op::ADD, {acc, x}, {acc}, i, {{i - 1, 1}}, {}, "acc");
   const auto start = std::chrono::steady_clock::now();
   const auto r = validate(p);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.errors.size(), static_cast<size_t>(n - 2));
-  EXPECT_TRUE(Rejected(r, "task 1 (acc) reads buffer #1 ('acc') but writer task(s) [2, 3, 4, 5, 6, 7, 8, ... (99991 more)]"));
+  EXPECT_TRUE(Rejected(r,
+                       "task 1 (acc) reads buffer #1 ('acc') but writer task(s) [2, 3, 4, 5, 6, 7, "
+                       "8, ... (99991 more)]"));
   EXPECT_LT(secs, 20.0);
 }
 
@@ -878,22 +928,25 @@ TEST(ValidateWaw, ManyMutuallyUnorderedWritersStayBounded) {
   constexpr int64_t n = 3000;
   std::vector<Wait> none;
   for (int64_t i = 0; i < n; ++i) p.add_task(Op::GELU, {x}, {y}, p.new_counter(), none, {}, "w");
-  for (int64_t i = 0; i < n; ++i) p.add_task(Op::COPY, {y}, {y}, p.new_counter(), {{i, 1}}, {}, "r");
+  for (int64_t i = 0; i < n; ++i)
+    p.add_task(Op::COPY, {y}, {y}, p.new_counter(), {{i, 1}}, {}, "r");
   const auto start = std::chrono::steady_clock::now();
   const auto r = validate(p);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_TRUE(Rejected(r, "write-after-write RACE"));
   EXPECT_TRUE(Rejected(r, "data-race check skipped for"));
   EXPECT_LT(secs, 20.0);
 }
 
-// ---- read-only kinds, on-chip buffers, outputs ------------------------------------------------------
+// ---- read-only kinds, on-chip buffers, outputs
+// ------------------------------------------------------
 TEST(ValidateBuffers, WritingAReadOnlyKindIsRejected) {
   for (BufferKind k : {BufferKind::WEIGHT, BufferKind::CONST, BufferKind::IO_INPUT}) {
     Tiny t = tiny();
     t.p.buffers[static_cast<size_t>(t.h)].kind = k;
-    EXPECT_TRUE(Rejected(validate(t.p), "task 0 (norm) writes read-only " + std::string(name_of(k)) +
-                                            " buffer #3 ('h')"));
+    EXPECT_TRUE(Rejected(validate(t.p), "task 0 (norm) writes read-only " +
+                                            std::string(name_of(k)) + " buffer #3 ('h')"));
   }
 }
 
@@ -919,9 +972,10 @@ TEST(ValidateBuffers, OutputMustBeProduced) {
   EXPECT_TRUE(Clean(validate(tiny().p)));
 }
 
-// ---- pages -----------------------------------------------------------------------------------------
-// x -A-> a -B-> b -D-> d -Y-> y. B reads a while writing b, so a and b are live together; d is
-// written after a's last use, so a and d may share a page.
+// ---- pages
+// ----------------------------------------------------------------------------------------- x -A->
+// a -B-> b -D-> d -Y-> y. B reads a while writing b, so a and b are live together; d is written
+// after a's last use, so a and d may share a page.
 struct PagedProgram {
   Program p;
   int64_t a, b, d;
@@ -935,7 +989,8 @@ PagedProgram paged() {
   pp.b = p.new_buffer("b", BufferKind::ACTIVATION, DType::F32, {4}, MemSpace::GLOBAL_SCRATCH);
   pp.d = p.new_buffer("d", BufferKind::ACTIVATION, DType::F32, {4}, MemSpace::GLOBAL_SCRATCH);
   const int64_t y = p.new_buffer("y", BufferKind::IO_OUTPUT, DType::F32, {4});
-  const int64_t ca = p.new_counter(), cb = p.new_counter(), cd = p.new_counter(), cy = p.new_counter();
+  const int64_t ca = p.new_counter(), cb = p.new_counter(), cd = p.new_counter(),
+                cy = p.new_counter();
   p.add_task(Op::GELU, {x}, {pp.a}, ca, {}, {}, "A");
   p.add_task(Op::GELU, {pp.a}, {pp.b}, cb, {{ca, 1}}, {}, "B");
   p.add_task(Op::GELU, {pp.b}, {pp.d}, cd, {{cb, 1}}, {}, "D");
@@ -957,7 +1012,8 @@ TEST(ValidatePages, OverlappingLiveRangesWarnOfAClobber) {
   pp.p.pages->buffer_to_page = {{pp.a, 0}, {pp.b, 0}, {pp.d, 1}};  // B reads a while writing b
   const auto r = validate(pp.p);
   EXPECT_TRUE(Accepted(r));
-  EXPECT_TRUE(Warned(r, "page 0 reused by buffers #1 ('a') and #2 ('b') whose live ranges are NOT ordered"));
+  EXPECT_TRUE(Warned(
+      r, "page 0 reused by buffers #1 ('a') and #2 ('b') whose live ranges are NOT ordered"));
   EXPECT_TRUE(Warned(r, "possible clobber"));
 }
 
@@ -969,7 +1025,8 @@ TEST(ValidatePages, UnorderedTasksSharingAPageWarn) {
   const int64_t e = p.new_buffer("e", BufferKind::ACTIVATION, DType::F32, {4});
   const int64_t y1 = p.new_buffer("y1", BufferKind::IO_OUTPUT, DType::F32, {4});
   const int64_t y2 = p.new_buffer("y2", BufferKind::IO_OUTPUT, DType::F32, {4});
-  const int64_t c0 = p.new_counter(), c1 = p.new_counter(), c2 = p.new_counter(), c3 = p.new_counter();
+  const int64_t c0 = p.new_counter(), c1 = p.new_counter(), c2 = p.new_counter(),
+                c3 = p.new_counter();
   p.add_task(Op::GELU, {x}, {a}, c0, {}, {}, "wa");
   p.add_task(Op::GELU, {a}, {y1}, c1, {{c0, 1}}, {}, "ra");
   p.add_task(Op::GELU, {x}, {e}, c2, {}, {}, "we");
@@ -988,7 +1045,8 @@ TEST(ValidatePages, PageTableItselfIsChecked) {
   EXPECT_TRUE(Rejected(validate(pp.p), "page table maps buffer #1 ('a') to missing page 5"));
   pp.p.pages->buffer_to_page = {{pp.a, 0}};
   pp.p.pages->pages[0].nbytes = 8;
-  EXPECT_TRUE(Rejected(validate(pp.p), "page 0 (8 bytes) is smaller than buffer #1 ('a') (16 bytes)"));
+  EXPECT_TRUE(
+      Rejected(validate(pp.p), "page 0 (8 bytes) is smaller than buffer #1 ('a') (16 bytes)"));
   pp = paged();
   pp.p.pages->buffer_to_page = {{0, 0}};  // x is IO_INPUT
   const auto r = validate(pp.p);
@@ -1009,38 +1067,105 @@ TEST(ValidateMeta, GpuLabelMustMatchTheTarget) {
   EXPECT_TRUE(Clean(validate(t.p)));
 }
 
-// ---- robustness ------------------------------------------------------------------------------------
-// One random edit of a field validate() reads, including ones no builder would produce.
+// ---- robustness
+// ------------------------------------------------------------------------------------ One random
+// edit of a field validate() reads, including ones no builder would produce.
 void mutate(Program& p, std::mt19937_64& rng) {
-  auto pick = [&](int64_t n) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(std::max<int64_t>(n, 1))); };
-  const int64_t wild[] = {-1, 0, 1, 2, 3, 7, 1000, int64_t{1} << 40, std::numeric_limits<int64_t>::min(),
+  auto pick = [&](int64_t n) {
+    return static_cast<int64_t>(rng() % static_cast<uint64_t>(std::max<int64_t>(n, 1)));
+  };
+  const int64_t wild[] = {-1,
+                          0,
+                          1,
+                          2,
+                          3,
+                          7,
+                          1000,
+                          int64_t{1} << 40,
+                          std::numeric_limits<int64_t>::min(),
                           std::numeric_limits<int64_t>::max()};
-  auto any = [&] { return rng() % 2 ? wild[pick(10)] : pick(static_cast<int64_t>(p.tasks.size()) + 3) - 1; };
+  auto any = [&] {
+    return rng() % 2 ? wild[pick(10)] : pick(static_cast<int64_t>(p.tasks.size()) + 3) - 1;
+  };
   if (p.tasks.empty()) return;
   Task& t = p.tasks[static_cast<size_t>(pick(static_cast<int64_t>(p.tasks.size())))];
   switch (pick(22)) {
-    case 0: if (!t.inputs.empty()) t.inputs[static_cast<size_t>(pick(static_cast<int64_t>(t.inputs.size())))] = any(); break;
-    case 1: t.outputs.push_back(any()); break;
-    case 2: t.out_counter = any(); break;
-    case 3: t.waits.push_back({any(), any()}); break;
-    case 4: if (!t.waits.empty()) t.waits[0].threshold = any(); break;
-    case 5: if (!t.waits.empty()) t.waits[0].counter = any(); break;
-    case 6: t.waits.clear(); break;
-    case 7: t.op = static_cast<Op>(pick(25) - 3); break;
-    case 8: t.sm = any(); break;
-    case 9: t.params.set("n_off", rng() % 2 ? ParamValue::integer(any()) : ParamValue::real(0.5)); break;
-    case 10: t.params.set("N_tile", ParamValue::other("[1]")); break;
-    case 11: t.id = any(); break;
-    case 12: if (!p.buffers.empty()) p.buffers[static_cast<size_t>(pick(static_cast<int64_t>(p.buffers.size())))].kind = static_cast<BufferKind>(pick(8) - 1); break;
-    case 13: if (!p.buffers.empty()) p.buffers[static_cast<size_t>(pick(static_cast<int64_t>(p.buffers.size())))].shape = {any(), any(), 2, 2, 2}; break;
-    case 14: if (!p.buffers.empty()) p.buffers[static_cast<size_t>(pick(static_cast<int64_t>(p.buffers.size())))].space = static_cast<MemSpace>(pick(6) - 1); break;
-    case 15: p.counters.push_back(Counter{any(), any(), ""}); break;
-    case 16: if (!p.counters.empty()) p.counters.pop_back(); break;
-    case 17: p.tasks.push_back(t); break;
-    case 18: if (!p.pages) p.pages = PageAllocation{}; p.pages->buffer_to_page.emplace_back(any(), any()); break;
-    case 19: if (!p.pages) p.pages = PageAllocation{}; p.pages->pages.push_back(Page{any(), static_cast<MemSpace>(pick(5)), any()}); break;
-    case 20: if (!p.target) p.target = *find_target("h100"); p.target->num_sms = any(); break;
-    default: std::swap(p.tasks.front(), p.tasks.back()); break;
+    case 0:
+      if (!t.inputs.empty())
+        t.inputs[static_cast<size_t>(pick(static_cast<int64_t>(t.inputs.size())))] = any();
+      break;
+    case 1:
+      t.outputs.push_back(any());
+      break;
+    case 2:
+      t.out_counter = any();
+      break;
+    case 3:
+      t.waits.push_back({any(), any()});
+      break;
+    case 4:
+      if (!t.waits.empty()) t.waits[0].threshold = any();
+      break;
+    case 5:
+      if (!t.waits.empty()) t.waits[0].counter = any();
+      break;
+    case 6:
+      t.waits.clear();
+      break;
+    case 7:
+      t.op = static_cast<Op>(pick(25) - 3);
+      break;
+    case 8:
+      t.sm = any();
+      break;
+    case 9:
+      t.params.set("n_off", rng() % 2 ? ParamValue::integer(any()) : ParamValue::real(0.5));
+      break;
+    case 10:
+      t.params.set("N_tile", ParamValue::other("[1]"));
+      break;
+    case 11:
+      t.id = any();
+      break;
+    case 12:
+      if (!p.buffers.empty())
+        p.buffers[static_cast<size_t>(pick(static_cast<int64_t>(p.buffers.size())))].kind =
+            static_cast<BufferKind>(pick(8) - 1);
+      break;
+    case 13:
+      if (!p.buffers.empty())
+        p.buffers[static_cast<size_t>(pick(static_cast<int64_t>(p.buffers.size())))].shape = {
+            any(), any(), 2, 2, 2};
+      break;
+    case 14:
+      if (!p.buffers.empty())
+        p.buffers[static_cast<size_t>(pick(static_cast<int64_t>(p.buffers.size())))].space =
+            static_cast<MemSpace>(pick(6) - 1);
+      break;
+    case 15:
+      p.counters.push_back(Counter{any(), any(), ""});
+      break;
+    case 16:
+      if (!p.counters.empty()) p.counters.pop_back();
+      break;
+    case 17:
+      p.tasks.push_back(t);
+      break;
+    case 18:
+      if (!p.pages) p.pages = PageAllocation{};
+      p.pages->buffer_to_page.emplace_back(any(), any());
+      break;
+    case 19:
+      if (!p.pages) p.pages = PageAllocation{};
+      p.pages->pages.push_back(Page{any(), static_cast<MemSpace>(pick(5)), any()});
+      break;
+    case 20:
+      if (!p.target) p.target = *find_target("h100");
+      p.target->num_sms = any();
+      break;
+    default:
+      std::swap(p.tasks.front(), p.tasks.back());
+      break;
   }
 }
 
@@ -1076,7 +1201,8 @@ TEST(ValidateRobustness, NeverThrowsOnRandomlyMutatedPrograms) {
 
 TEST(ValidateRobustness, HostileValuesEverywhere) {
   Program p;
-  p.buffers.push_back(Buffer{0, "huge", BufferKind::ACTIVATION, DType::F32, {int64_t{1} << 40, int64_t{1} << 40}});
+  p.buffers.push_back(
+      Buffer{0, "huge", BufferKind::ACTIVATION, DType::F32, {int64_t{1} << 40, int64_t{1} << 40}});
   p.counters.push_back(Counter{0, -7, ""});
   Task t;
   t.op = Op::GEMV_TILE;
@@ -1089,7 +1215,8 @@ TEST(ValidateRobustness, HostileValuesEverywhere) {
   t.sm = std::numeric_limits<int64_t>::min();
   p.tasks = {t, t};
   p.tasks[1].id = 1;
-  p.pages = PageAllocation{{{0, 0}, {0, 1}}, {Page{0, MemSpace::SMEM, -1}, Page{0, MemSpace::SMEM, 1}}};
+  p.pages =
+      PageAllocation{{{0, 0}, {0, 1}}, {Page{0, MemSpace::SMEM, -1}, Page{0, MemSpace::SMEM, 1}}};
   p.target = *find_target("h100");
   p.target->num_sms = 0;
   ValidationResult r;
@@ -1130,7 +1257,8 @@ TEST(ValidateScale, OnePlantedRaceFarFromTheStartIsFound) {
   const auto r = validate(p);
   ASSERT_EQ(r.errors.size(), 1u) << r.report().substr(0, 4000);
   EXPECT_TRUE(Rejected(r, "task " + std::to_string(victim) + " ("));
-  EXPECT_TRUE(Rejected(r, "writer task(s) [" + std::to_string(silu) + "] are NOT ordered before it, data RACE"));
+  EXPECT_TRUE(Rejected(
+      r, "writer task(s) [" + std::to_string(silu) + "] are NOT ordered before it, data RACE"));
 }
 
 TEST(ValidateScale, ManyErrorsStillFormatQuickly) {
@@ -1139,7 +1267,8 @@ TEST(ValidateScale, ManyErrorsStillFormatQuickly) {
   const auto start = std::chrono::steady_clock::now();
   const auto r = validate(p);
   const std::string rep = r.report();
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_GE(r.errors.size(), 900000u);  // reads, writes and increments a missing thing each
   EXPECT_LT(secs, 10.0);
   EXPECT_GT(rep.size(), r.errors.size() * 10);

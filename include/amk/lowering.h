@@ -24,10 +24,10 @@ class LoweringError : public std::runtime_error {
 
 // The program's interface: the buffers the host binds and reads every step.
 namespace lowered_names {
-inline constexpr std::string_view kToken = "token";          // IO_INPUT I32 [1]: this step's token
-inline constexpr std::string_view kPos = "pos";              // IO_INPUT I32 [1]: this step's position
-inline constexpr std::string_view kLogits = "logits";        // IO_OUTPUT F32 [1, vocab]
-inline constexpr std::string_view kNextToken = "next_token"; // IO_OUTPUT I32 [1]: argmax of logits
+inline constexpr std::string_view kToken = "token";    // IO_INPUT I32 [1]: this step's token
+inline constexpr std::string_view kPos = "pos";        // IO_INPUT I32 [1]: this step's position
+inline constexpr std::string_view kLogits = "logits";  // IO_OUTPUT F32 [1, vocab]
+inline constexpr std::string_view kNextToken = "next_token";  // IO_OUTPUT I32 [1]: argmax of logits
 }  // namespace lowered_names
 // "layers.{i}.k_cache" / "layers.{i}.v_cache": KV_CACHE [max_context, n_kv_heads, head_dim].
 std::string kv_cache_name(int64_t layer, char k_or_v);

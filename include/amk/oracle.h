@@ -35,7 +35,7 @@ struct ExpectedOutputs {
 ExpectedOutputs load_expected(const std::filesystem::path& expected_safetensors);
 
 struct OracleReport {
-  std::vector<double> errors;   // per position of sequence_ids
+  std::vector<double> errors;  // per position of sequence_ids
   int64_t worst_position = -1;
   double worst_error = 0.0;
   std::vector<int64_t> expected_continuation, continuation;

@@ -1,14 +1,14 @@
 // `amk compile MODEL_DIR --gpu h100 [--config cfg.json] [--max-context N] -o prog.json`: lower a
 // checkpoint's decode step for a target and a ScheduleConfig, and say what came out and how fast
 // it could possibly run (the weights streamed once per token at the target's bandwidth).
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <string>
-
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
 
 #include "amk/json.h"
 #include "amk/lowering.h"
@@ -43,10 +43,10 @@ int run_compile(const CompileOptions& opt) {
   if (!wdt) return kExitBadInput;
   const ModelConfig& m = ck->config();
   const int64_t max_context =
-      opt.max_context > 0 ? opt.max_context
-                          : std::min(kDefaultMaxContext, m.max_position_embeddings > 0
-                                                             ? m.max_position_embeddings
-                                                             : kDefaultMaxContext);
+      opt.max_context > 0
+          ? opt.max_context
+          : std::min(kDefaultMaxContext, m.max_position_embeddings > 0 ? m.max_position_embeddings
+                                                                       : kDefaultMaxContext);
   Program p;
   try {
     p = lower(m, *config, *target, max_context, *wdt);
@@ -77,8 +77,8 @@ int run_compile(const CompileOptions& opt) {
   else
     std::cout << "pages     none\n";
   std::cout << fmt::format("weights   {} bytes ({})\n", wbytes, format_bytes(wbytes));
-  std::cout << fmt::format("floor     {:.3f} µs at {:.0f} GB/s (spec)", target->bandwidth_bound_us(wbytes),
-                           target->hbm_bandwidth_gbs);
+  std::cout << fmt::format("floor     {:.3f} µs at {:.0f} GB/s (spec)",
+                           target->bandwidth_bound_us(wbytes), target->hbm_bandwidth_gbs);
   if (target->measured_bw_gbs > 0)
     std::cout << fmt::format(", {:.3f} µs at {:.0f} GB/s (measured)",
                              target->measured_bandwidth_bound_us(wbytes), target->measured_bw_gbs);

@@ -1,13 +1,13 @@
 // `amk oracle MODEL_DIR --expected FILE --device cpu`: the whole-model correctness check against
 // transformers' outputs (amk/oracle.h). Exit 0 PASS, 1 FAIL, 2 invalid input.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <iostream>
 #include <memory>
 #include <numeric>
 #include <string>
-
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
 
 #include "amk/decoder.h"
 #include "amk/lowering.h"
@@ -43,8 +43,8 @@ int run_oracle_command(const OracleOptions& opt) {
   OracleReport r;
   try {
     const ExpectedOutputs e = load_expected(opt.expected);
-    const Program p = lower(ck->config(), *config, *find_target(opt.gpu),
-                            int64_t(e.sequence_ids.size()), *wdt);
+    const Program p =
+        lower(ck->config(), *config, *find_target(opt.gpu), int64_t(e.sequence_ids.size()), *wdt);
     r = run_oracle(*ck, p, e, opt.tolerance);
   } catch (const DecodeError& e) {
     std::cerr << "amk: " << e.what() << "\n";
@@ -62,9 +62,9 @@ int run_oracle_command(const OracleOptions& opt) {
                            r.errors.size(), opt.tolerance, r.logits_ok ? "ok" : "EXCEEDED");
   for (size_t i = 0; i < std::min(kShownWorst, order.size()); ++i)
     std::cout << fmt::format("  position {:>4}  error {:.3e}\n", order[i], r.errors[order[i]]);
-  std::cout << fmt::format("greedy    {} tokens: {}\n", r.continuation.size(),
-                           r.continuation_ok ? "identical"
-                                             : fmt::format("diverges at token {}", r.first_divergence));
+  std::cout << fmt::format(
+      "greedy    {} tokens: {}\n", r.continuation.size(),
+      r.continuation_ok ? "identical" : fmt::format("diverges at token {}", r.first_divergence));
   if (!r.continuation_ok) {
     std::cout << "  expected " << ids_text(r.expected_continuation) << "\n";
     std::cout << "  ours     " << ids_text(r.continuation) << "\n";
@@ -81,7 +81,8 @@ void add_oracle_command(CLI::App& app, Action& action) {
       "oracle", "Check a checkpoint's decode against transformers' expected outputs");
   cmd->add_option("model_dir", opt->model_dir, "Checkpoint folder")->required();
   cmd->add_option("--expected", opt->expected,
-                  "expected.safetensors (prompt_ids, sequence_ids, logits)")->required();
+                  "expected.safetensors (prompt_ids, sequence_ids, logits)")
+      ->required();
   cmd->add_option("--device", opt->device, "cpu (reference VM) or cuda")->capture_default_str();
   cmd->add_option("--config", opt->config, "ScheduleConfig JSON file");
   cmd->add_option("--tolerance", opt->tolerance, "Largest relative logit error allowed")

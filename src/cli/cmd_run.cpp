@@ -1,14 +1,14 @@
 // `amk run MODEL_DIR --device cpu --prompt-ids 1,2,3 -n 32`: greedy generation. The decode step
 // is lowered once and every token (prompt and generated) is one step of that program.
-#include <algorithm>
-#include <iostream>
-#include <optional>
-#include <memory>
-#include <string>
-#include <vector>
+#include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
-#include <fmt/format.h>
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "amk/decoder.h"
 #include "amk/lowering.h"
@@ -56,9 +56,17 @@ int run_run(const RunOptions& opt) {
   if (!ck) return kExitBadInput;
   const auto wdt = checkpoint_weight_dtype(*ck);
   if (!wdt) return kExitBadInput;
+  const int64_t vocab = ck->config().vocab_size;
+  for (int64_t id : *prompt)
+    if (id < 0 || id >= vocab) {
+      std::cerr << "amk: --prompt-ids: token " << id << " is outside the vocabulary [0, " << vocab
+                << ")\n";
+      return kExitBadInput;
+    }
   try {
     const int64_t max_context = int64_t(prompt->size()) + std::max<int64_t>(opt.n, 1);
-    ReferenceDecoder dec(*ck, lower(ck->config(), *config, *find_target(opt.gpu), max_context, *wdt));
+    ReferenceDecoder dec(*ck,
+                         lower(ck->config(), *config, *find_target(opt.gpu), max_context, *wdt));
     const std::vector<int64_t> out = dec.generate(*prompt, opt.n);
     std::string line;
     for (int64_t id : out) line += (line.empty() ? "" : ",") + std::to_string(id);
@@ -81,7 +89,8 @@ void add_run_command(CLI::App& app, Action& action) {
   cmd->add_option("model_dir", opt->model_dir, "Checkpoint folder")->required();
   cmd->add_option("--device", opt->device, "cpu (reference VM) or cuda")->capture_default_str();
   cmd->add_option("--prompt-ids", opt->prompt, "Prompt token ids, e.g. 1,2,3")->required();
-  cmd->add_option("-n", opt->n, "Tokens to generate")->capture_default_str()
+  cmd->add_option("-n", opt->n, "Tokens to generate")
+      ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   cmd->add_option("--config", opt->config, "ScheduleConfig JSON file");
   cmd->callback([opt, &action] { action = [opt] { return run_run(*opt); }; });

@@ -49,13 +49,17 @@ std::optional<ScheduleConfig> load_schedule_config(const std::string& path) {
 std::optional<DType> checkpoint_weight_dtype(const Checkpoint& ck) {
   const TensorView* t = ck.find("model.embed_tokens.weight");
   if (t == nullptr) {
-    std::cerr << "amk: " << ck.folder().string() << ": missing tensor 'model.embed_tokens.weight'\n";
+    std::cerr << "amk: " << ck.folder().string()
+              << ": missing tensor 'model.embed_tokens.weight'\n";
     return std::nullopt;
   }
   switch (t->dtype) {
-    case StDType::F32: return DType::F32;
-    case StDType::F16: return DType::F16;
-    case StDType::BF16: return DType::BF16;
+    case StDType::F32:
+      return DType::F32;
+    case StDType::F16:
+      return DType::F16;
+    case StDType::BF16:
+      return DType::BF16;
     default:
       std::cerr << "amk: " << ck.folder().string() << ": weights of dtype " << name_of(t->dtype)
                 << " are not supported (F32, F16, BF16)\n";

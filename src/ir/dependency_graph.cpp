@@ -28,7 +28,8 @@ DependencyGraph DependencyGraph::build(const Program& p) {
   for (int32_t t = 0; t < g.num_tasks; ++t) {
     mine.clear();
     for (const Wait& w : p.tasks[t].waits)
-      if (w.counter >= 0 && w.counter < nc) mine.emplace_back(static_cast<int32_t>(w.counter), w.threshold);
+      if (w.counter >= 0 && w.counter < nc)
+        mine.emplace_back(static_cast<int32_t>(w.counter), w.threshold);
     std::sort(mine.begin(), mine.end());
     for (size_t i = 0; i < mine.size(); ++i) {
       // Sorted by (counter, threshold): the last entry of a run carries the largest threshold.

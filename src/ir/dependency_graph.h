@@ -38,8 +38,8 @@ struct DependencyGraph {
 
 struct TopoOrder {
   bool acyclic = false;
-  std::vector<int32_t> tasks;         // tasks in a topological order (all of them iff acyclic)
-  std::vector<uint8_t> done;          // per node: emitted by Kahn's algorithm
+  std::vector<int32_t> tasks;  // tasks in a topological order (all of them iff acyclic)
+  std::vector<uint8_t> done;   // per node: emitted by Kahn's algorithm
 };
 
 // Kahn's algorithm over the bipartite graph, optionally with extra task -> task edges

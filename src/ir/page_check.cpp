@@ -42,7 +42,8 @@ void check_page_table(const Program& p, Diagnostics& diag) {
       diag.error("page " + std::to_string(pg.id) + " has invalid memory space code " +
                  std::to_string(static_cast<int64_t>(pg.space)));
     if (pg.nbytes < 0)
-      diag.error("page " + std::to_string(pg.id) + " has negative size " + std::to_string(pg.nbytes));
+      diag.error("page " + std::to_string(pg.id) + " has negative size " +
+                 std::to_string(pg.nbytes));
   }
   const int64_t nb = static_cast<int64_t>(p.buffers.size());
   std::unordered_map<int64_t, int64_t> seen;  // buffer -> first page it was mapped to
@@ -107,7 +108,8 @@ void check_page_aliasing(const CheckInputs& in) {
   }
   std::sort(occ.begin(), occ.end(), [&](const auto& x, const auto& y) {
     if (x.first != y.first) return x.first < y.first;
-    const int32_t fx = first_write[static_cast<size_t>(x.second)], fy = first_write[static_cast<size_t>(y.second)];
+    const int32_t fx = first_write[static_cast<size_t>(x.second)],
+                  fy = first_write[static_cast<size_t>(y.second)];
     return fx != fy ? fx < fy : x.second < y.second;
   });
 
@@ -129,7 +131,8 @@ void check_page_aliasing(const CheckInputs& in) {
     const int32_t a = occ[i].second, b = occ[i + 1].second;
     counters.clear();
     for (const Csr* users : {&use.readers, &use.writers})
-      for (int32_t u : users->row(static_cast<size_t>(a))) counters.push_back(g.out_counter[static_cast<size_t>(u)]);
+      for (int32_t u : users->row(static_cast<size_t>(a)))
+        counters.push_back(g.out_counter[static_cast<size_t>(u)]);
     std::sort(counters.begin(), counters.end());
     counters.erase(std::unique(counters.begin(), counters.end()), counters.end());
     reps.clear();
@@ -145,7 +148,8 @@ void check_page_aliasing(const CheckInputs& in) {
     budget -= cost;
     PairCheck pc{occ[i].first, a, b, queries.size(), 0};
     for (int32_t c : counters)
-      for (int32_t r : reps) queries.push_back({c, r, c < 0 ? HappensBefore::Ticket{-2} : hb.ask(c, r)});
+      for (int32_t r : reps)
+        queries.push_back({c, r, c < 0 ? HappensBefore::Ticket{-2} : hb.ask(c, r)});
     pc.q_end = queries.size();
     pairs.push_back(pc);
   }
@@ -169,8 +173,8 @@ void check_page_aliasing(const CheckInputs& in) {
       if (writer < 0 && hb.representative(w) == bad->rep) writer = w;
     in.diag.warn("page " + std::to_string(pa.pages[static_cast<size_t>(pc.page)].id) +
                  " reused by buffers " + buffer_ref(p, pc.a) + " and " + buffer_ref(p, pc.b) +
-                 " whose live ranges are NOT ordered (task " + task_ref(p, user) + " uses the first" +
-                 " but is not ordered before task " + task_ref(p, writer) +
+                 " whose live ranges are NOT ordered (task " + task_ref(p, user) +
+                 " uses the first" + " but is not ordered before task " + task_ref(p, writer) +
                  " writing the second), possible clobber");
   }
 }

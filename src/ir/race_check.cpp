@@ -30,7 +30,8 @@ struct WriterGroups {
       const auto lo = use.writers.offsets[b], hi = use.writers.offsets[b + 1];
       auto first = by_counter.begin() + lo, last = by_counter.begin() + hi;
       std::sort(first, last, [&](int32_t x, int32_t y) {
-        const int32_t cx = g.out_counter[static_cast<size_t>(x)], cy = g.out_counter[static_cast<size_t>(y)];
+        const int32_t cx = g.out_counter[static_cast<size_t>(x)],
+                      cy = g.out_counter[static_cast<size_t>(y)];
         return cx != cy ? cx < cy : x < y;
       });
       for (auto i = lo; i < hi; ++i)
@@ -64,11 +65,11 @@ struct ReadCheck {
 struct WawCheck {
   int32_t buffer = -1;
   bool one_counter = false;
-  std::vector<int32_t> order;      // multi-counter case: the writers in topological order
-  std::vector<int32_t> order_pos;  // ... and their positions
+  std::vector<int32_t> order;                // multi-counter case: the writers in topological order
+  std::vector<int32_t> order_pos;            // ... and their positions
   std::vector<HappensBefore::Ticket> links;  // order[i] happens before order[i + 1]?
   std::optional<std::pair<size_t, size_t>> overlap;  // one-counter case
-  std::pair<int32_t, int32_t> culprits{-1, -1};       // after solving: a racing pair
+  std::pair<int32_t, int32_t> culprits{-1, -1};      // after solving: a racing pair
   bool chain = false;  // after solving: writers totally ordered (multi-counter case)
 };
 
@@ -161,7 +162,9 @@ void check_races(const CheckInputs& in) {
         continue;
       }
       const auto runs = groups.runs.row(static_cast<size_t>(b));
-      const WawCheck* waw = waw_of[static_cast<size_t>(b)] >= 0 ? &waws[static_cast<size_t>(waw_of[static_cast<size_t>(b)])] : nullptr;
+      const WawCheck* waw = waw_of[static_cast<size_t>(b)] >= 0
+                                ? &waws[static_cast<size_t>(waw_of[static_cast<size_t>(b)])]
+                                : nullptr;
       if (runs.size() > 1 && !(waw && waw->chain)) {
         if (run_budget < static_cast<int64_t>(runs.size())) {
           ++unchecked[static_cast<size_t>(b)];
@@ -178,13 +181,15 @@ void check_races(const CheckInputs& in) {
             waw->order_pos.begin());
         const auto k = static_cast<int32_t>(waw->order.size());
         if (j > 0) {
-          const int32_t c = g.out_counter[static_cast<size_t>(waw->order[static_cast<size_t>(j - 1)])];
+          const int32_t c =
+              g.out_counter[static_cast<size_t>(waw->order[static_cast<size_t>(j - 1)])];
           reqs.push_back({&waw->order, j - 1, j, c < 0 ? 0 : hb.ask(c, t), c < 0});
         }
         const int32_t after = j + (self_writes ? 1 : 0);
         if (after < k) reqs.push_back({&waw->order, after, k, 0, true});
       } else {
-        const auto end_of_writers = static_cast<int32_t>(use.writers.offsets[static_cast<size_t>(b) + 1]);
+        const auto end_of_writers =
+            static_cast<int32_t>(use.writers.offsets[static_cast<size_t>(b) + 1]);
         for (size_t r = 0; r < runs.size(); ++r) {
           const int32_t lo = runs[r], hi = r + 1 < runs.size() ? runs[r + 1] : end_of_writers;
           const int32_t c = groups.counter_at(g, lo);
@@ -217,7 +222,8 @@ void check_races(const CheckInputs& in) {
       const Requirement& r = reqs[i];
       if (holds(r)) continue;
       for (int32_t k = r.begin; k < r.end && missing.size() < kNamed; ++k)
-        if ((*r.tasks)[static_cast<size_t>(k)] != rc.task) missing.push_back((*r.tasks)[static_cast<size_t>(k)]);
+        if ((*r.tasks)[static_cast<size_t>(k)] != rc.task)
+          missing.push_back((*r.tasks)[static_cast<size_t>(k)]);
       total += static_cast<size_t>(r.end - r.begin) - (r.includes_reader ? 1 : 0);
     }
     if (total == 0) continue;
@@ -228,15 +234,16 @@ void check_races(const CheckInputs& in) {
   }
   for (size_t b = 0; b < nb; ++b)
     if (unchecked[b] > 0)
-      in.diag.error("data-race check skipped for " + std::to_string(unchecked[b]) + " read(s) of buffer " +
-                    buffer_ref(p, static_cast<int32_t>(b)) + ": its " +
+      in.diag.error("data-race check skipped for " + std::to_string(unchecked[b]) +
+                    " read(s) of buffer " + buffer_ref(p, static_cast<int32_t>(b)) + ": its " +
                     std::to_string(use.writers.row_size(b)) +
                     " writers are neither disjoint tiles under one counter nor totally ordered "
                     "(see the write-after-write error), too many to check one by one");
   for (const WawCheck& w : waws) {
     if (w.culprits.first < 0) continue;
-    const std::string reason = w.one_counter ? "share a counter but their tiles OVERLAP; "
-                                             : "do not share one counter (disjoint tiles prove nothing then) and ";
+    const std::string reason =
+        w.one_counter ? "share a counter but their tiles OVERLAP; "
+                      : "do not share one counter (disjoint tiles prove nothing then) and ";
     in.diag.error("multi-writer WAW race on buffer " + buffer_ref(p, w.buffer) + ": writers " +
                   task_ref(p, w.culprits.first) + " and " + task_ref(p, w.culprits.second) + " " +
                   reason + "neither is ordered happens-before the other, write-after-write RACE");

@@ -19,7 +19,8 @@ constexpr size_t kMaxWords = 16;
 HappensBefore::HappensBefore(const DependencyGraph& g, std::span<const int32_t> order)
     : g_(g), order_(order) {
   pos_.assign(static_cast<size_t>(g.num_tasks), kNever);
-  for (size_t i = 0; i < order.size(); ++i) pos_[static_cast<size_t>(order[i])] = static_cast<int32_t>(i);
+  for (size_t i = 0; i < order.size(); ++i)
+    pos_[static_cast<size_t>(order[i])] = static_cast<int32_t>(i);
   // Representatives: hash each wait set; on a hash collision between different sets the later
   // task simply represents itself (exactness never depends on the dedup).
   rep_.resize(static_cast<size_t>(g.num_tasks));
@@ -37,7 +38,8 @@ HappensBefore::HappensBefore(const DependencyGraph& g, std::span<const int32_t> 
   first_wait_pos_.assign(static_cast<size_t>(g.num_counters), kNever);
   for (int32_t t = 0; t < g.num_tasks; ++t)
     for (int32_t c : g.hb_waits.row(static_cast<size_t>(t)))
-      first_wait_pos_[static_cast<size_t>(c)] = std::min(first_wait_pos_[static_cast<size_t>(c)], pos_[static_cast<size_t>(t)]);
+      first_wait_pos_[static_cast<size_t>(c)] =
+          std::min(first_wait_pos_[static_cast<size_t>(c)], pos_[static_cast<size_t>(t)]);
   std::vector<std::pair<int32_t, int32_t>> pairs;
   pairs.reserve(g.hb_waits.values.size());
   for (int32_t t = 0; t < g.num_tasks; ++t)
@@ -58,7 +60,8 @@ void HappensBefore::build_interval_labels() {
   rank_.assign(nodes, -1);
   low_.assign(nodes, 0);
   auto successor = [&](size_t v, int64_t k) -> int64_t {
-    if (v < n) return k == 0 && g_.out_counter[v] >= 0 ? static_cast<int64_t>(n) + g_.out_counter[v] : -1;
+    if (v < n)
+      return k == 0 && g_.out_counter[v] >= 0 ? static_cast<int64_t>(n) + g_.out_counter[v] : -1;
     const auto row = hb_waiters_.row(v - n);
     return k < static_cast<int64_t>(row.size()) ? row[static_cast<size_t>(k)] : -1;
   };
@@ -109,13 +112,15 @@ void HappensBefore::build_tree_cover() {
   std::vector<int32_t> last_producer(nc, -1);
   for (size_t c = 0; c < nc; ++c)
     for (int32_t p : g_.producers.row(c))
-      if (last_producer[c] < 0 || pos_[static_cast<size_t>(p)] > pos_[static_cast<size_t>(last_producer[c])])
+      if (last_producer[c] < 0 ||
+          pos_[static_cast<size_t>(p)] > pos_[static_cast<size_t>(last_producer[c])])
         last_producer[c] = p;
   std::vector<int32_t> parent(n, -1);
   for (size_t t = 0; t < n; ++t)
     for (int32_t c : g_.hb_waits.row(t)) {
       const int32_t p = last_producer[static_cast<size_t>(c)];
-      if (parent[t] < 0 || pos_[static_cast<size_t>(p)] > pos_[static_cast<size_t>(parent[t])]) parent[t] = p;
+      if (parent[t] < 0 || pos_[static_cast<size_t>(p)] > pos_[static_cast<size_t>(parent[t])])
+        parent[t] = p;
     }
   std::vector<int32_t> size(n, 1);
   for (size_t i = order_.size(); i-- > 0;) {
@@ -169,7 +174,8 @@ bool HappensBefore::tree_covers(int32_t c, int32_t t) const {
   const int32_t x = tree_pre_[static_cast<size_t>(t)];
   const auto it = std::upper_bound(row.begin(), row.end(), x);
   if (it == row.begin()) return false;
-  const auto i = static_cast<size_t>(cover_.offsets[static_cast<size_t>(c)] + (it - row.begin()) - 1);
+  const auto i =
+      static_cast<size_t>(cover_.offsets[static_cast<size_t>(c)] + (it - row.begin()) - 1);
   return x < cover_end_[i];
 }
 
@@ -184,13 +190,17 @@ HappensBefore::Ticket HappensBefore::ask(int32_t c, int32_t t) {
   if (first_wait_pos_[static_cast<size_t>(c)] >= pos_[static_cast<size_t>(r)]) return kNo;
   // t's interval label is not inside c's: t is not reachable from c.
   const size_t cn = static_cast<size_t>(g_.num_tasks) + static_cast<size_t>(c);
-  if (rank_[static_cast<size_t>(r)] > rank_[cn] || low_[static_cast<size_t>(r)] < low_[cn]) return kNo;
+  if (rank_[static_cast<size_t>(r)] > rank_[cn] || low_[static_cast<size_t>(r)] < low_[cn])
+    return kNo;
   // A sound waiter of c is a tree ancestor of t: ordered through tree edges alone.
   if (tree_covers(c, t) || (r != t && tree_covers(c, r))) return kYes;
   switch (bounded_search(c, r)) {
-    case Search::kFound: return kYes;
-    case Search::kAbsent: return kNo;
-    case Search::kGaveUp: break;
+    case Search::kFound:
+      return kYes;
+    case Search::kAbsent:
+      return kNo;
+    case Search::kGaveUp:
+      break;
   }
   pending_.push_back(key(c, r));
   return static_cast<Ticket>(pending_.size() - 1);
@@ -227,7 +237,8 @@ HappensBefore::Search HappensBefore::bounded_search(int32_t c, int32_t t) {
       if (wu == target) return Search::kFound;
       if (pos_[wu] >= t_pos || !admissible(wu)) continue;
       const int32_t oc = g_.out_counter[wu];
-      if (oc >= 0 && admissible(n + static_cast<size_t>(oc))) search_stack_.push_back(static_cast<int32_t>(n) + oc);
+      if (oc >= 0 && admissible(n + static_cast<size_t>(oc)))
+        search_stack_.push_back(static_cast<int32_t>(n) + oc);
     }
   }
   return Search::kAbsent;
@@ -238,7 +249,8 @@ bool HappensBefore::answer(Ticket ticket) const {
   if (ticket < 0) return false;
   const uint64_t k = pending_[static_cast<size_t>(ticket)];
   const auto it = std::lower_bound(solved_keys_.begin(), solved_keys_.end(), k);
-  return it != solved_keys_.end() && *it == k && solved_[static_cast<size_t>(it - solved_keys_.begin())];
+  return it != solved_keys_.end() && *it == k &&
+         solved_[static_cast<size_t>(it - solved_keys_.begin())];
 }
 
 void HappensBefore::clear() {
@@ -261,18 +273,21 @@ void HappensBefore::solve() {
     if (sources.empty() || sources.back() != c) sources.push_back(c);
   }
   std::sort(sources.begin(), sources.end(), [&](int32_t a, int32_t b) {
-    const int32_t pa = first_wait_pos_[static_cast<size_t>(a)], pb = first_wait_pos_[static_cast<size_t>(b)];
+    const int32_t pa = first_wait_pos_[static_cast<size_t>(a)],
+                  pb = first_wait_pos_[static_cast<size_t>(b)];
     return pa != pb ? pa < pb : a < b;
   });
 
   const size_t nc = static_cast<size_t>(g_.num_counters);
   const size_t words = std::clamp<size_t>(
-      std::min(kMaskBudgetWords / std::max<size_t>(nc, 1), (sources.size() + 63) / 64), 1, kMaxWords);
+      std::min(kMaskBudgetWords / std::max<size_t>(nc, 1), (sources.size() + 63) / 64), 1,
+      kMaxWords);
   const size_t per_sweep = 64 * words;
 
   // counter -> its source index (chunk = index / per_sweep, bit = index % per_sweep).
   std::vector<int32_t> source_index(nc, -1);
-  for (size_t i = 0; i < sources.size(); ++i) source_index[static_cast<size_t>(sources[i])] = static_cast<int32_t>(i);
+  for (size_t i = 0; i < sources.size(); ++i)
+    source_index[static_cast<size_t>(sources[i])] = static_cast<int32_t>(i);
 
   // Queries grouped by sweep, then by the position of their target task.
   struct Query {
@@ -296,8 +311,9 @@ void HappensBefore::solve() {
 
   // reach[c] (words uint64): the union, over c's producers, of the sources they transitively
   // wait on. A task soundly waiting on c waits for ALL of c's producers, so it inherits every
-  // bit of reach[c] (plus c's own bit when c is a source). stamp[c] == the current sweep marks reach[c] as written in this sweep; otherwise it reads as
-  // zero, so nothing is ever cleared between sweeps.
+  // bit of reach[c] (plus c's own bit when c is a source). stamp[c] == the current sweep marks
+  // reach[c] as written in this sweep; otherwise it reads as zero, so nothing is ever cleared
+  // between sweeps.
   std::vector<uint64_t> reach(nc * words, 0);
   std::vector<int32_t> stamp(nc, -1);
   std::vector<int32_t> chunk_bit(nc, -1);  // counter -> bit within the current sweep, or -1
@@ -307,7 +323,8 @@ void HappensBefore::solve() {
   const size_t n_sweeps = (sources.size() + per_sweep - 1) / per_sweep;
   for (size_t sweep = 0; sweep < n_sweeps; ++sweep) {
     const size_t lo = sweep * per_sweep, hi = std::min(sources.size(), lo + per_sweep);
-    for (size_t i = lo; i < hi; ++i) chunk_bit[static_cast<size_t>(sources[i])] = static_cast<int32_t>(i - lo);
+    for (size_t i = lo; i < hi; ++i)
+      chunk_bit[static_cast<size_t>(sources[i])] = static_cast<int32_t>(i - lo);
     const size_t q_end = static_cast<size_t>(
         std::find_if(queries.begin() + static_cast<std::ptrdiff_t>(q), queries.end(),
                      [&](const Query& x) { return x.sweep != static_cast<int32_t>(sweep); }) -

@@ -5,12 +5,13 @@
 // with threshold == #producers releases only after every producer has signalled, and a writer w
 // happens before t iff this holds for w's out_counter. Queries are batched. ask() answers at once
 // the direct case (t itself waits on c), the impossible ones (no sound waiter of c precedes t in
-// topological order, or interval labels exclude it) and those a spanning-tree cover proves (a sound waiter of c is a tree
-// ancestor of t; the tree follows the main chain of a decoder, so residual reads reaching back
-// several stages resolve here). solve() answers the rest with bit-parallel forward sweeps over
-// the graph in topological order, 64 * `words` source counters per sweep, each sweep limited to
-// the window between its first source and its last query target. Memory is num_counters *
-// words * 8 bytes, words chosen to fit a fixed budget, never the size of the relation.
+// topological order, or interval labels exclude it) and those a spanning-tree cover proves (a sound
+// waiter of c is a tree ancestor of t; the tree follows the main chain of a decoder, so residual
+// reads reaching back several stages resolve here). solve() answers the rest with bit-parallel
+// forward sweeps over the graph in topological order, 64 * `words` source counters per sweep, each
+// sweep limited to the window between its first source and its last query target. Memory is
+// num_counters * words * 8 bytes, words chosen to fit a fixed budget, never the size of the
+// relation.
 #pragma once
 
 #include <cstdint>
@@ -59,20 +60,20 @@ class HappensBefore {
 
   const DependencyGraph& g_;
   std::span<const int32_t> order_;
-  std::vector<int32_t> pos_;             // task -> position in order_
-  std::vector<int32_t> rep_;             // task -> first task with the same hb_waits row
-  std::vector<int32_t> first_wait_pos_;  // counter -> earliest position of a sound waiter
-  Csr hb_waiters_;                       // counter -> tasks soundly waiting on it
-  std::vector<int32_t> rank_, low_;      // per node (tasks, then counters): interval label
+  std::vector<int32_t> pos_;                  // task -> position in order_
+  std::vector<int32_t> rep_;                  // task -> first task with the same hb_waits row
+  std::vector<int32_t> first_wait_pos_;       // counter -> earliest position of a sound waiter
+  Csr hb_waiters_;                            // counter -> tasks soundly waiting on it
+  std::vector<int32_t> rank_, low_;           // per node (tasks, then counters): interval label
   std::vector<int32_t> tree_pre_, tree_end_;  // task -> preorder range of its subtree
-  Csr cover_;                            // counter -> outermost waiter ranges (starts)
-  std::vector<int32_t> cover_end_;       // parallel to cover_.values: range ends
-  std::vector<uint32_t> visited_;        // per node: stamp of the last search that entered it
+  Csr cover_;                                 // counter -> outermost waiter ranges (starts)
+  std::vector<int32_t> cover_end_;            // parallel to cover_.values: range ends
+  std::vector<uint32_t> visited_;             // per node: stamp of the last search that entered it
   uint32_t search_stamp_ = 0;
   std::vector<int32_t> search_stack_;
-  std::vector<uint64_t> pending_;        // ticket -> key, in issue order
-  std::vector<uint64_t> solved_keys_;    // sorted unique keys after solve()
-  std::vector<uint8_t> solved_;          // answer per solved key
+  std::vector<uint64_t> pending_;      // ticket -> key, in issue order
+  std::vector<uint64_t> solved_keys_;  // sorted unique keys after solve()
+  std::vector<uint8_t> solved_;        // answer per solved key
   int64_t asked_ = 0;
   int64_t sweeps_ = 0;
 };

@@ -25,7 +25,8 @@ class IdIndex {
     for (size_t i = 0; i < items.size(); ++i)
       if (items[i].id != static_cast<int64_t>(i)) dense_ = false;
     if (!dense_)
-      for (size_t i = 0; i < items.size(); ++i) sparse_.emplace(items[i].id, static_cast<int64_t>(i));
+      for (size_t i = 0; i < items.size(); ++i)
+        sparse_.emplace(items[i].id, static_cast<int64_t>(i));
   }
   int64_t operator()(int64_t id) const {
     if (dense_) return id >= 0 && id < size_ ? id : -1;
@@ -88,7 +89,8 @@ class CounterNetwork {
     if (c < 0) return;
     const auto cu = static_cast<size_t>(c);
     const int64_t v = ++value_[cu];
-    for (int64_t& i = cursor_[cu]; i < begin_[cu + 1] && sorted_[static_cast<size_t>(i)].first <= v; ++i) {
+    for (int64_t& i = cursor_[cu]; i < begin_[cu + 1] && sorted_[static_cast<size_t>(i)].first <= v;
+         ++i) {
       const int64_t waiter = sorted_[static_cast<size_t>(i)].second;
       if (--pending_[static_cast<size_t>(waiter)] == 0) on_ready(waiter);
     }
@@ -96,15 +98,16 @@ class CounterNetwork {
 
  private:
   const Program& p_;
-  std::vector<int64_t> out_;                          // task -> counter index or -1
-  std::vector<int64_t> initial_pending_;              // task -> waits unsatisfied at start
-  std::vector<int64_t> begin_;                        // counter -> start in sorted_
-  std::vector<std::pair<int64_t, int64_t>> sorted_;   // (threshold, task) per counter
+  std::vector<int64_t> out_;                         // task -> counter index or -1
+  std::vector<int64_t> initial_pending_;             // task -> waits unsatisfied at start
+  std::vector<int64_t> begin_;                       // counter -> start in sorted_
+  std::vector<std::pair<int64_t, int64_t>> sorted_;  // (threshold, task) per counter
   std::vector<int64_t> value_, cursor_, pending_;
 };
 
 std::string task_text(const Task& t) {
-  return std::to_string(t.id) + " (" + (t.label.empty() ? std::string(name_of(t.op)) : t.label) + ")";
+  return std::to_string(t.id) + " (" + (t.label.empty() ? std::string(name_of(t.op)) : t.label) +
+         ")";
 }
 
 }  // namespace
@@ -115,7 +118,7 @@ CounterSimulation simulate_counters(const Program& program) {
   net.reset(initial);
   // Lowest index first: deterministic, and close to the list order the reference sweeps use.
   std::priority_queue<int64_t, std::vector<int64_t>, std::greater<>> ready(std::greater<>{},
-                                                                          std::move(initial));
+                                                                           std::move(initial));
   std::vector<uint8_t> fired(program.tasks.size(), 0);
   CounterSimulation sim;
   sim.order.reserve(program.tasks.size());
@@ -166,7 +169,8 @@ std::vector<std::string> simulate_adversarial(const Program& program, int seeds)
       const Task& task = program.tasks[static_cast<size_t>(t)];
       for (int64_t id : task.inputs) {
         const int64_t b = buffer_of(id);
-        if (b < 0 || !transient[static_cast<size_t>(b)] || written[static_cast<size_t>(b)]) continue;
+        if (b < 0 || !transient[static_cast<size_t>(b)] || written[static_cast<size_t>(b)])
+          continue;
         // An append reading the cache it writes sees the previous step's state (as validate()
         // allows); an ACTIVATION read before its only writer fired is a real violation.
         if (program.buffers[static_cast<size_t>(b)].kind == BufferKind::KV_CACHE &&

@@ -6,6 +6,8 @@
 // skipped rather than guessed at: the program is already rejected by the error that broke them.
 // Nothing here recurses or throws on a malformed Program; memory exhaustion is the one failure
 // caught (as a rejection), since a result must always come back.
+#include "amk/validate.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,7 +16,6 @@
 #include <optional>
 #include <unordered_map>
 
-#include "amk/validate.h"
 #include "ir/dependency_graph.h"
 #include "ir/reachability.h"
 #include "ir/validate_context.h"
@@ -36,17 +37,21 @@ constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 // Internally tasks, buffers and counters are int32 indices.
 constexpr size_t kMaxElements = static_cast<size_t>(kInt32Max) - 1;
 
-std::string task_word(const Program& p, size_t t) { return "task " + task_ref(p, static_cast<int32_t>(t)); }
+std::string task_word(const Program& p, size_t t) {
+  return "task " + task_ref(p, static_cast<int32_t>(t));
+}
 
 std::string param_text(const ParamValue& v) {
   switch (v.kind) {
-    case ParamValue::Kind::Int: return std::to_string(v.i);
+    case ParamValue::Kind::Int:
+      return std::to_string(v.i);
     case ParamValue::Kind::Real: {
       char buf[32];
       std::snprintf(buf, sizeof buf, "%.17g", v.f);
       return buf;
     }
-    default: return v.other_json.empty() ? "<non-numeric>" : v.other_json;
+    default:
+      return v.other_json.empty() ? "<non-numeric>" : v.other_json;
   }
 }
 
@@ -72,7 +77,8 @@ void check_buffers(const Program& p, Diagnostics& d) {
     if (!enum_in_range(b.dtype, kNumDTypes))
       d.error(ref + " has invalid dtype code " + std::to_string(static_cast<int64_t>(b.dtype)));
     if (!enum_in_range(b.space, kNumMemSpaces))
-      d.error(ref + " has invalid memory space code " + std::to_string(static_cast<int64_t>(b.space)));
+      d.error(ref + " has invalid memory space code " +
+              std::to_string(static_cast<int64_t>(b.space)));
     if (b.shape.size() > static_cast<size_t>(kMaxRank))
       d.error(ref + " has rank " + std::to_string(b.shape.size()) +
               " > ABI_MAX_RANK=" + std::to_string(kMaxRank));
@@ -140,8 +146,8 @@ void check_task_structure(const Program& p, bool buffers_dense, bool counters_de
         d.error(who() + " " + op + " arity: " + std::to_string(n_in) + " inputs, expected [" +
                 std::to_string(spec.min_inputs) + "," + std::to_string(spec.max_inputs) + "]");
       if (task.outputs.size() != static_cast<size_t>(spec.n_outputs))
-        d.error(who() + " " + op + " expected " + std::to_string(spec.n_outputs) + " outputs, got " +
-                std::to_string(task.outputs.size()));
+        d.error(who() + " " + op + " expected " + std::to_string(spec.n_outputs) +
+                " outputs, got " + std::to_string(task.outputs.size()));
       for (std::string_view k : spec.required_params)
         if (!task.params.contains(k))
           d.error(who() + " " + op + " missing required param '" + std::string(k) + "'");
@@ -163,7 +169,8 @@ void check_task_structure(const Program& p, bool buffers_dense, bool counters_de
         const size_t rank = p.buffers[static_cast<size_t>(b)].shape.size();
         if (rank > static_cast<size_t>(kMaxRank))
           d.error(who() + " uses buffer " + detail::buffer_ref(p, static_cast<int32_t>(b)) +
-                  " of rank " + std::to_string(rank) + " > ABI_MAX_RANK=" + std::to_string(kMaxRank));
+                  " of rank " + std::to_string(rank) +
+                  " > ABI_MAX_RANK=" + std::to_string(kMaxRank));
       }
     }
     if (counters_dense && (task.out_counter < 0 || task.out_counter >= nc))
@@ -200,7 +207,8 @@ void check_thresholds(const Program& p, const DependencyGraph& g, Diagnostics& d
         d.error(task_word(p, t) + " partial wait threshold " + std::to_string(w.threshold) +
                 " on shared counter " + c + " (" + std::to_string(np) +
                 " producers), ambiguous which-producer RACE; a shared counter must be an "
-                "all-join (threshold == " + std::to_string(np) + ")");
+                "all-join (threshold == " +
+                std::to_string(np) + ")");
     }
 }
 
@@ -211,11 +219,13 @@ std::string describe_cycle(const Program& p, const std::vector<CycleStep>& steps
   constexpr size_t kEnds = 24;
   auto node = [&](int32_t t) {
     const Task& task = p.tasks[static_cast<size_t>(t)];
-    return std::to_string(t) + ":" + (task.label.empty() ? std::string(name_of(task.op)) : task.label);
+    return std::to_string(t) + ":" +
+           (task.label.empty() ? std::string(name_of(task.op)) : task.label);
   };
   auto arrow = [&](const CycleStep& s) {
     if (!s.queue_edge) return std::string(" -> ");
-    return " =[SM " + std::to_string(p.tasks[static_cast<size_t>(s.task)].sm.value_or(-1)) + " queue]=> ";
+    return " =[SM " + std::to_string(p.tasks[static_cast<size_t>(s.task)].sm.value_or(-1)) +
+           " queue]=> ";
   };
   std::string out = "cycle";
   if (steps.size() > 2 * kEnds) out += " (" + std::to_string(steps.size()) + " tasks)";
@@ -276,17 +286,20 @@ void check_sm_queues(const Program& p, const DependencyGraph* g, bool acyclic, D
   d.error(std::string(sms.size() == 1 ? "SM " : "SMs ") + which +
           " serial queue order deadlocks: a queued task waits, directly or through other tasks, "
           "on a counter only a LATER entry of the same queue signals (producer must precede "
-          "consumer in each SM's queue). " + describe_cycle(p, steps));
+          "consumer in each SM's queue). " +
+          describe_cycle(p, steps));
 }
 
-// ---- buffer placement: read-only writes, on-chip buffers, outputs --------------------------------
+// ---- buffer placement: read-only writes, on-chip buffers, outputs
+// --------------------------------
 void check_buffer_placement(const Program& p, const BufferUse& use, Diagnostics& d) {
   for (size_t t = 0; t < p.tasks.size(); ++t)
     for (int32_t b : use.writes.row(t)) {
       const BufferKind k = p.buffers[static_cast<size_t>(b)].kind;
       if (enum_in_range(k, kNumBufferKinds) && is_readonly_kind(k))
         d.error(task_word(p, t) + " writes read-only " + std::string(name_of(k)) + " buffer " +
-                detail::buffer_ref(p, b) + " (WEIGHT/CONST/IO_INPUT are never written by a schedule)");
+                detail::buffer_ref(p, b) +
+                " (WEIGHT/CONST/IO_INPUT are never written by a schedule)");
     }
   std::vector<int64_t> sms;
   for (size_t bi = 0; bi < p.buffers.size(); ++bi) {
@@ -306,7 +319,8 @@ void check_buffer_placement(const Program& p, const BufferUse& use, Diagnostics&
     sms.erase(std::unique(sms.begin(), sms.end()), sms.end());
     if (sms.size() > 1) {
       std::string list;
-      for (size_t i = 0; i < sms.size() && i < 8; ++i) list += (i ? ", " : "") + std::to_string(sms[i]);
+      for (size_t i = 0; i < sms.size() && i < 8; ++i)
+        list += (i ? ", " : "") + std::to_string(sms[i]);
       if (sms.size() > 8) list += ", ... (" + std::to_string(sms.size() - 8) + " more)";
       d.error("on-chip buffer " + ref + " (" + std::string(name_of(b.space)) +
               ") is used across SMs [" + list +
@@ -326,7 +340,8 @@ void run_validation(const Program& p, ValidationResult& r) {
   st.buffers = static_cast<int64_t>(p.buffers.size());
   st.counters = static_cast<int64_t>(p.counters.size());
   st.weight_mb = static_cast<double>(p.total_weight_bytes()) / 1e6;
-  st.sm_assigned = std::any_of(p.tasks.begin(), p.tasks.end(), [](const Task& t) { return t.sm.has_value(); });
+  st.sm_assigned =
+      std::any_of(p.tasks.begin(), p.tasks.end(), [](const Task& t) { return t.sm.has_value(); });
   if (p.tasks.size() > kMaxElements || p.buffers.size() > kMaxElements ||
       p.counters.size() > kMaxElements) {
     d.error("program too large to validate (more than 2^31 - 2 tasks, buffers or counters)");

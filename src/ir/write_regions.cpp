@@ -72,7 +72,7 @@ std::optional<std::pair<size_t, size_t>> find_overlap(const std::vector<WriteReg
   });
   using Expiry = std::pair<int64_t, size_t>;  // (col_hi, region)
   std::priority_queue<Expiry, std::vector<Expiry>, std::greater<>> active_by_end;
-  std::map<int64_t, size_t> active_rows;      // row_lo -> region
+  std::map<int64_t, size_t> active_rows;  // row_lo -> region
   for (size_t i : by_col) {
     const WriteRegion& r = regions[i];
     while (!active_by_end.empty() && active_by_end.top().first <= r.col_lo) {

@@ -1,9 +1,9 @@
 #include "amk/oracle.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <fmt/format.h>
 
 #include "amk/decoder.h"
 #include "amk/safetensors.h"
@@ -17,7 +17,8 @@ const TensorView& need(const SafetensorsFile& f, std::string_view name, size_t r
   if (t == nullptr)
     throw OracleInputError(fmt::format("{}: missing tensor '{}'", f.path().string(), name));
   if (t->shape.size() != rank)
-    throw OracleInputError(fmt::format("{}: tensor '{}' must have rank {}", f.path().string(), name, rank));
+    throw OracleInputError(
+        fmt::format("{}: tensor '{}' must have rank {}", f.path().string(), name, rank));
   return *t;
 }
 
@@ -32,8 +33,8 @@ ExpectedOutputs load_expected(const std::filesystem::path& path) {
   const auto S = int64_t(e.sequence_ids.size());
   if (e.prompt_ids.empty() || e.prompt_ids.size() > e.sequence_ids.size() ||
       !std::equal(e.prompt_ids.begin(), e.prompt_ids.end(), e.sequence_ids.begin()))
-    throw OracleInputError(fmt::format("{}: sequence_ids must start with the (non-empty) prompt_ids",
-                                       path.string()));
+    throw OracleInputError(
+        fmt::format("{}: sequence_ids must start with the (non-empty) prompt_ids", path.string()));
   if (logits.shape[0] != S || logits.shape[1] < 1)
     throw OracleInputError(fmt::format("{}: logits has shape [{}, {}], expected [{}, vocab]",
                                        path.string(), logits.shape[0], logits.shape[1], S));
@@ -46,12 +47,12 @@ OracleReport run_oracle(const Checkpoint& checkpoint, const Program& program,
                         const ExpectedOutputs& e, double tolerance) {
   ReferenceDecoder dec(checkpoint, program);
   if (dec.vocab_size() != e.vocab)
-    throw OracleInputError(fmt::format("expected logits have vocab {}, the model {}", e.vocab,
-                                       dec.vocab_size()));
+    throw OracleInputError(
+        fmt::format("expected logits have vocab {}, the model {}", e.vocab, dec.vocab_size()));
   const auto S = int64_t(e.sequence_ids.size());
   if (S > dec.max_context())
-    throw OracleInputError(fmt::format("the sequence has {} tokens, the program's max_context is {}",
-                                       S, dec.max_context()));
+    throw OracleInputError(fmt::format(
+        "the sequence has {} tokens, the program's max_context is {}", S, dec.max_context()));
   OracleReport r;
   for (int64_t i = 0; i < S; ++i) {
     const std::vector<float> ours = dec.step(e.sequence_ids[size_t(i)]);

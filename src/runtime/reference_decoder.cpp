@@ -1,7 +1,6 @@
-#include "amk/decoder.h"
-
 #include <fmt/format.h>
 
+#include "amk/decoder.h"
 #include "amk/lowering.h"
 #include "amk/tensor.h"
 
@@ -51,8 +50,8 @@ std::vector<float> ReferenceDecoder::step(int64_t token) {
   if (token < 0 || token >= vocab_)
     throw DecodeError(fmt::format("token {} is outside the vocabulary [0, {})", token, vocab_));
   if (position_ >= max_context_)
-    throw DecodeError(fmt::format("position {} is past the program's max_context {}", position_,
-                                  max_context_));
+    throw DecodeError(
+        fmt::format("position {} is past the program's max_context {}", position_, max_context_));
   const int64_t tok[] = {token}, pos[] = {position_};
   vm_.set_buffer(token_id_, Tensor::from_ints(DType::I32, {1}, tok));
   vm_.set_buffer(pos_id_, Tensor::from_ints(DType::I32, {1}, pos));
@@ -60,8 +59,8 @@ std::vector<float> ReferenceDecoder::step(int64_t token) {
   options.step_position = position_;  // the same position the "pos" buffer holds
   const VmRunResult r = vm_.run(options);
   if (!r.ok())
-    throw DecodeError(fmt::format("step at position {} failed: {}: {}", position_,
-                                  name_of(r.status), r.message));
+    throw DecodeError(
+        fmt::format("step at position {} failed: {}: {}", position_, name_of(r.status), r.message));
   ++position_;
   stepped_ = true;
   return vm_.buffer(logits_id_).to_floats();

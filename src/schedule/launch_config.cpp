@@ -9,26 +9,26 @@ namespace amk::schedule {
 void check_launch_config(const ScheduleConfig& c, const GpuTarget& target) {
   // A warp is 32 threads and a CUDA block holds at most 1024.
   if (c.threads_per_block < 32 || c.threads_per_block > 1024 || c.threads_per_block % 32 != 0)
-    throw LoweringError(fmt::format(
-        "threads_per_block {} must be a multiple of 32 in [32, 1024]", c.threads_per_block));
+    throw LoweringError(fmt::format("threads_per_block {} must be a multiple of 32 in [32, 1024]",
+                                    c.threads_per_block));
   if (target.max_threads_per_sm > 0 && c.threads_per_block > target.max_threads_per_sm)
     throw LoweringError(fmt::format("threads_per_block {} exceeds {}'s max_threads_per_sm {}",
                                     c.threads_per_block, target.name, target.max_threads_per_sm));
   if (c.smem_bytes_per_block < 0)
-    throw LoweringError(fmt::format("smem_bytes_per_block must be >= 0, got {}",
-                                    c.smem_bytes_per_block));
+    throw LoweringError(
+        fmt::format("smem_bytes_per_block must be >= 0, got {}", c.smem_bytes_per_block));
   // The loader asks for this much dynamic SMEM per block; the opt-in cap, not the per-SM
   // figure, is what cudaFuncSetAttribute accepts (IR_SPEC §8.1).
   if (c.smem_bytes_per_block > target.smem_bytes_per_block_optin)
-    throw LoweringError(fmt::format(
-        "smem_bytes_per_block {} exceeds {}'s smem_bytes_per_block_optin {}",
-        c.smem_bytes_per_block, target.name, target.smem_bytes_per_block_optin));
+    throw LoweringError(
+        fmt::format("smem_bytes_per_block {} exceeds {}'s smem_bytes_per_block_optin {}",
+                    c.smem_bytes_per_block, target.name, target.smem_bytes_per_block_optin));
   if (c.pipelining_depth < 0)
     throw LoweringError(fmt::format("pipelining_depth must be >= 0, got {}", c.pipelining_depth));
   if (c.page_allocation != "graph_color" && c.page_allocation != "linear" &&
       c.page_allocation != "none")
-    throw LoweringError(fmt::format(
-        "page_allocation '{}' is unknown (graph_color, linear or none)", c.page_allocation));
+    throw LoweringError(fmt::format("page_allocation '{}' is unknown (graph_color, linear or none)",
+                                    c.page_allocation));
   if (!c.fusion_grouping.empty()) {
     std::string groups;
     for (const auto& g : c.fusion_grouping) {

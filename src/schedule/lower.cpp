@@ -4,7 +4,7 @@
 // ranges of one buffer under one shared counter that consumers all-join (threshold == #tiles),
 // and the split-KV partials, which write one buffer each under one shared counter. Tasks are
 // emitted in a topological order, which the SM assignment and page allocation rely on.
-#include "amk/lowering.h"
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,8 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include <fmt/format.h>
-
+#include "amk/lowering.h"
 #include "amk/op_flags.h"
 #include "amk/validate.h"
 #include "schedule/launch_config.h"
@@ -37,15 +36,15 @@ constexpr int64_t kMaxKvBlocks = kMaxInputs;
 DType resolve_weight_dtype(const ModelConfig& m, std::optional<DType> given) {
   if (given) {
     if (*given != DType::F32 && *given != DType::F16 && *given != DType::BF16)
-      throw LoweringError(fmt::format("weights of dtype {} are not lowered (F32, F16 or BF16)",
-                                      name_of(*given)));
+      throw LoweringError(
+          fmt::format("weights of dtype {} are not lowered (F32, F16 or BF16)", name_of(*given)));
     return *given;
   }
   if (m.torch_dtype == "float32") return DType::F32;
   if (m.torch_dtype == "float16") return DType::F16;
   if (m.torch_dtype == "bfloat16" || m.torch_dtype.empty()) return DType::BF16;
-  throw LoweringError(fmt::format("config dtype '{}' is not lowered (float32, float16, bfloat16)",
-                                  m.torch_dtype));
+  throw LoweringError(
+      fmt::format("config dtype '{}' is not lowered (float32, float16, bfloat16)", m.torch_dtype));
 }
 
 Params ints(std::initializer_list<std::pair<const char*, int64_t>> kv) {
@@ -105,8 +104,8 @@ class GraphBuilder {
 
   // Several tasks writing one buffer each under one shared counter: consumers all-join.
   int64_t shared_counter(const std::string& note) { return p_.new_counter(note); }
-  void shared_task(Op op, std::vector<int64_t> inputs, int64_t out, int64_t counter,
-                   Params params, std::string label, int64_t est_bytes, int64_t est_flops) {
+  void shared_task(Op op, std::vector<int64_t> inputs, int64_t out, int64_t counter, Params params,
+                   std::string label, int64_t est_bytes, int64_t est_flops) {
     std::vector<Wait> waits = waits_for(inputs);
     Task& t = p_.add_task(op, std::move(inputs), {out}, counter, std::move(waits),
                           std::move(params), std::move(label));
@@ -172,10 +171,10 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
   if (tiling.kv_block) {
     n_blocks = (C + *tiling.kv_block - 1) / *tiling.kv_block;
     if (n_blocks > kMaxKvBlocks)
-      throw LoweringError(fmt::format(
-          "tiling.attention.kv_block {} splits max_context {} into {} KV blocks; "
-          "ATTENTION_COMBINE merges at most {} (raise kv_block or lower max_context)",
-          *tiling.kv_block, C, n_blocks, kMaxKvBlocks));
+      throw LoweringError(
+          fmt::format("tiling.attention.kv_block {} splits max_context {} into {} KV blocks; "
+                      "ATTENTION_COMBINE merges at most {} (raise kv_block or lower max_context)",
+                      *tiling.kv_block, C, n_blocks, kMaxKvBlocks));
   }
 
   Program p;
@@ -191,13 +190,15 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
 
   GraphBuilder g(p, wdt, config.pipelining_depth);
   const DType A = GraphBuilder::kActDtype;
-  const int64_t token = p.new_buffer(std::string(names::kToken), BufferKind::IO_INPUT, DType::I32, {1});
+  const int64_t token =
+      p.new_buffer(std::string(names::kToken), BufferKind::IO_INPUT, DType::I32, {1});
   const int64_t pos = p.new_buffer(std::string(names::kPos), BufferKind::IO_INPUT, DType::I32, {1});
   const int64_t w_embed = g.weight("model.embed_tokens.weight", {V, H});
 
   const Params norm{{"eps", ParamValue::real(eps)}, {"hidden", ParamValue::integer(H)}};
   const Params head_norm{{"eps", ParamValue::real(eps)}, {"hidden", ParamValue::integer(HD)}};
-  const Params rope{{"head_dim", ParamValue::integer(HD)}, {"theta", ParamValue::real(m.rope.theta)}};
+  const Params rope{{"head_dim", ParamValue::integer(HD)},
+                    {"theta", ParamValue::real(m.rope.theta)}};
 
   int64_t h = g.act("embed", {1, H});
   g.task(Op::EMBED, {token, w_embed}, h, ints({{"hidden", H}}), "embed", g.wbytes(H), 0);
@@ -205,7 +206,8 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
   for (int64_t l = 0; l < m.num_hidden_layers; ++l) {
     const std::string wp = fmt::format("model.layers.{}.", l);
     const std::string ap = fmt::format("L{}.", l);
-    const auto bias = [&](bool present, const std::string& name, int64_t n) -> std::optional<int64_t> {
+    const auto bias = [&](bool present, const std::string& name,
+                          int64_t n) -> std::optional<int64_t> {
       if (!present) return std::nullopt;
       return g.weight(wp + name, {n});
     };
@@ -225,8 +227,10 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
     const auto b_gate = bias(m.mlp_bias, "mlp.gate_proj.bias", F);
     const auto b_up = bias(m.mlp_bias, "mlp.up_proj.bias", F);
     const auto b_down = bias(m.mlp_bias, "mlp.down_proj.bias", H);
-    const int64_t k_cache = p.new_buffer(kv_cache_name(l, 'k'), BufferKind::KV_CACHE, A, {C, NKV, HD});
-    const int64_t v_cache = p.new_buffer(kv_cache_name(l, 'v'), BufferKind::KV_CACHE, A, {C, NKV, HD});
+    const int64_t k_cache =
+        p.new_buffer(kv_cache_name(l, 'k'), BufferKind::KV_CACHE, A, {C, NKV, HD});
+    const int64_t v_cache =
+        p.new_buffer(kv_cache_name(l, 'v'), BufferKind::KV_CACHE, A, {C, NKV, HD});
 
     // ---- attention ----
     const int64_t xn = g.act(ap + "attn_norm", {1, H});
@@ -288,10 +292,10 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
       for (int64_t b = 0; b < n_blocks; ++b) {
         const int64_t start = b * B, len = std::min(B, C - start);
         const int64_t part = g.act(fmt::format("{}attn_part{}", ap, b), {NH, HD + 2});
-        g.shared_task(Op::ATTENTION_TILE, {q_rot, k_cache, v_cache}, part, counter,
-                      attn_params(start, len,
-                                  attention_flags::kPartial | attention_flags::kRuntimeWindow),
-                      fmt::format("{}attention[kv{}]", ap, b), kv_bytes(len), 4 * QD * len);
+        g.shared_task(
+            Op::ATTENTION_TILE, {q_rot, k_cache, v_cache}, part, counter,
+            attn_params(start, len, attention_flags::kPartial | attention_flags::kRuntimeWindow),
+            fmt::format("{}attention[kv{}]", ap, b), kv_bytes(len), 4 * QD * len);
         partials.push_back(part);
       }
       for (int64_t part : partials) g.mark_ready(part, Wait{counter, n_blocks});
@@ -306,7 +310,8 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
 
     // ---- MLP ----
     const int64_t h1n = g.act(ap + "mlp_norm", {1, H});
-    g.task(Op::RMSNORM, {h1, w_mnorm}, h1n, norm, ap + "post_attention_layernorm", g.wbytes(H), 4 * H);
+    g.task(Op::RMSNORM, {h1, w_mnorm}, h1n, norm, ap + "post_attention_layernorm", g.wbytes(H),
+           4 * H);
     const int64_t gate = g.act(ap + "gate", {1, F});
     const int64_t up = g.act(ap + "up", {1, F});
     g.gemv(h1n, w_gate, b_gate, gate, H, F, tiling.n_tile("gate_proj"), ap + "gate_proj");
@@ -324,16 +329,19 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
   const int64_t w_lm = m.tie_word_embeddings ? w_embed : g.weight("lm_head.weight", {V, H});
   const int64_t hn = g.act("final_norm", {1, H});
   g.task(Op::RMSNORM, {h, w_fnorm}, hn, norm, "final_norm", g.wbytes(H), 4 * H);
-  const int64_t logits = p.new_buffer(std::string(names::kLogits), BufferKind::IO_OUTPUT, A, {1, V});
+  const int64_t logits =
+      p.new_buffer(std::string(names::kLogits), BufferKind::IO_OUTPUT, A, {1, V});
   g.gemv(hn, w_lm, std::nullopt, logits, H, V, tiling.n_tile("lm_head"), "lm_head");
-  const int64_t next = p.new_buffer(std::string(names::kNextToken), BufferKind::IO_OUTPUT, DType::I32, {1});
+  const int64_t next =
+      p.new_buffer(std::string(names::kNextToken), BufferKind::IO_OUTPUT, DType::I32, {1});
   g.task(Op::SAMPLE_ARGMAX, {logits}, next, {}, "sample_argmax", 0, V);
 
   schedule::assign_sms(p, config, target);
   p.pages = schedule::allocate_pages(p, config.page_allocation);
 
   const ValidationResult v = validate(p);
-  if (!v.ok) throw LoweringError("lowering bug: validate() rejected the lowered program\n" + v.report());
+  if (!v.ok)
+    throw LoweringError("lowering bug: validate() rejected the lowered program\n" + v.report());
   return p;
 }
 

@@ -88,14 +88,16 @@ std::optional<PageAllocation> allocate_pages(const Program& p, std::string_view 
     }
     return alloc;
   }
-  if (policy != "graph_color") throw LoweringError("page_allocation '" + std::string(policy) + "' is unknown");
+  if (policy != "graph_color")
+    throw LoweringError("page_allocation '" + std::string(policy) + "' is unknown");
 
   const std::vector<bool> cut = find_cuts(p);
   std::vector<int64_t> next_cut(p.tasks.size() + 1, kNever);
   for (size_t i = p.tasks.size(); i-- > 0;) next_cut[i] = cut[i] ? int64_t(i) : next_cut[i + 1];
 
-  std::stable_sort(ranges.begin(), ranges.end(),
-                   [](const LiveRange& a, const LiveRange& b) { return a.first_write < b.first_write; });
+  std::stable_sort(ranges.begin(), ranges.end(), [](const LiveRange& a, const LiveRange& b) {
+    return a.first_write < b.first_write;
+  });
   std::vector<int64_t> page_last_use;  // the current occupant's last use, per page
   for (const LiveRange& r : ranges) {
     const Buffer& b = p.buffers[size_t(r.buffer)];

@@ -1,11 +1,11 @@
 #include "schedule/sm_assignment.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <queue>
 #include <unordered_map>
 #include <utility>
-
-#include <fmt/format.h>
 
 #include "amk/lowering.h"
 
@@ -20,7 +20,10 @@ class LoadBalancer {
     for (int64_t sm = 0; sm < num_sms; ++sm) heap_.emplace(0, sm);
     load_.assign(size_t(num_sms), 0);
   }
-  void add(int64_t sm, int64_t bytes) { load_[size_t(sm)] += bytes; stale_ = true; }
+  void add(int64_t sm, int64_t bytes) {
+    load_[size_t(sm)] += bytes;
+    stale_ = true;
+  }
   int64_t take(int64_t bytes) {
     if (stale_) rebuild();
     auto [load, sm] = heap_.top();

@@ -1,8 +1,8 @@
 #include "schedule/tiling.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "amk/lowering.h"
 
@@ -11,7 +11,8 @@ namespace amk::schedule {
 namespace {
 
 bool is_projection(std::string_view name) {
-  return std::find(std::begin(kProjections), std::end(kProjections), name) != std::end(kProjections);
+  return std::find(std::begin(kProjections), std::end(kProjections), name) !=
+         std::end(kProjections);
 }
 
 std::string known_archetypes() {
@@ -26,9 +27,10 @@ int64_t only_key(const std::string& archetype, const ScheduleConfig::TileSizes& 
   std::optional<int64_t> value;
   for (const auto& [k, v] : sizes) {
     if (k != key)
-      throw LoweringError(fmt::format("tiling.{}: unknown key '{}' (it takes only '{}')",
-                                      archetype, k, key));
-    if (v < 1) throw LoweringError(fmt::format("tiling.{}.{} must be >= 1, got {}", archetype, k, v));
+      throw LoweringError(
+          fmt::format("tiling.{}: unknown key '{}' (it takes only '{}')", archetype, k, key));
+    if (v < 1)
+      throw LoweringError(fmt::format("tiling.{}.{} must be >= 1, got {}", archetype, k, v));
     value = v;
   }
   if (!value) throw LoweringError(fmt::format("tiling.{}: missing '{}'", archetype, key));
@@ -54,8 +56,8 @@ Tiling resolve_tiling(const ScheduleConfig& config, int64_t default_n_tile) {
     } else if (is_projection(archetype)) {
       t.projection_n_tile.emplace_back(archetype, only_key(archetype, sizes, "N_tile"));
     } else {
-      throw LoweringError(fmt::format("tiling: unknown archetype '{}' (known: {})", archetype,
-                                      known_archetypes()));
+      throw LoweringError(
+          fmt::format("tiling: unknown archetype '{}' (known: {})", archetype, known_archetypes()));
     }
   }
   return t;

@@ -6,20 +6,21 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "amk/ir.h"
 
 namespace amk::schedule {
 
 // The projections a decode step tiles; each may override the "gemv" N_tile by name.
-inline constexpr std::string_view kProjections[] = {"q_proj",    "k_proj",  "v_proj",
-                                                    "o_proj",    "gate_proj", "up_proj",
-                                                    "down_proj", "lm_head"};
+inline constexpr std::string_view kProjections[] = {"q_proj",    "k_proj",  "v_proj",    "o_proj",
+                                                    "gate_proj", "up_proj", "down_proj", "lm_head"};
 
 struct Tiling {
   int64_t gemv_n_tile = 0;
   std::vector<std::pair<std::string, int64_t>> projection_n_tile;  // overrides
-  std::optional<int64_t> kv_block;  // split-KV when set
+  std::optional<int64_t> kv_block;                                 // split-KV when set
 
   int64_t n_tile(std::string_view projection) const;
 };

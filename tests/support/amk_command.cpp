@@ -16,9 +16,11 @@ std::string shell_quote(const std::string& s) { return "'" + s + "'"; }
 CommandResult run_amk(const std::string& args) {
   namespace fs = std::filesystem;
   static std::atomic<int> n{0};
-  const fs::path err_file = fs::temp_directory_path() /
-                            ("amk_cmd_test_" + std::to_string(getpid()) + "_" + std::to_string(n++));
-  const std::string cmd = shell_quote(AMK_BINARY) + " " + args + " 2>" + shell_quote(err_file.string());
+  const fs::path err_file =
+      fs::temp_directory_path() /
+      ("amk_cmd_test_" + std::to_string(getpid()) + "_" + std::to_string(n++));
+  const std::string cmd =
+      shell_quote(AMK_BINARY) + " " + args + " 2>" + shell_quote(err_file.string());
   CommandResult r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return r;

@@ -27,7 +27,8 @@ class StagedBuilder {
 
   int64_t buffer(std::string name, BufferKind kind, std::vector<int64_t> shape,
                  std::optional<std::string> source = {}) {
-    const MemSpace space = kind == BufferKind::ACTIVATION ? MemSpace::GLOBAL_SCRATCH : MemSpace::HBM;
+    const MemSpace space =
+        kind == BufferKind::ACTIVATION ? MemSpace::GLOBAL_SCRATCH : MemSpace::HBM;
     const int64_t id = p.new_buffer(std::move(name), kind, DType::BF16, std::move(shape), space,
                                     std::move(source));
     first_write_.push_back(-1);
@@ -74,7 +75,8 @@ class StagedBuilder {
       for (int64_t off = 0; off < g.n; off += tile) {
         const int64_t nt = std::min(tile, g.n - off);
         task(Op::GEMV_TILE, {x, g.weight}, {g.out}, {after.all()},
-             Params{{"K", ParamValue::integer(k)}, {"N_tile", ParamValue::integer(nt)},
+             Params{{"K", ParamValue::integer(k)},
+                    {"N_tile", ParamValue::integer(nt)},
                     {"n_off", ParamValue::integer(off)}},
              g.label + "[" + std::to_string(off / tile) + "]", k * nt * 2);
       }
@@ -152,7 +154,8 @@ Program make_tiled_chain(int64_t layers, int64_t tiles) {
     const bool last = l + 1 == layers;
     const std::string name = "h" + std::to_string(l);
     const int64_t w = b.weight("layer" + std::to_string(l) + ".w", {width, width});
-    const int64_t out = last ? b.buffer("out", BufferKind::IO_OUTPUT, {1, width}) : b.act(name, width);
+    const int64_t out =
+        last ? b.buffer("out", BufferKind::IO_OUTPUT, {1, width}) : b.act(name, width);
     std::vector<Wait> waits;
     if (prev.counter >= 0) waits.push_back(prev.all());
     b.begin(name);
@@ -207,8 +210,10 @@ Program make_decoder(const DecoderGenOptions& o) {
     const int64_t wg = b.weight(W + "mlp.gate_proj", {o.ffn, H});
     const int64_t wu = b.weight(W + "mlp.up_proj", {o.ffn, H});
     const int64_t wd = b.weight(W + "mlp.down_proj", {H, o.ffn});
-    const int64_t kcache = b.buffer(L + "k_cache", BufferKind::KV_CACHE, {o.max_seq, o.n_kv_heads, o.head_dim});
-    const int64_t vcache = b.buffer(L + "v_cache", BufferKind::KV_CACHE, {o.max_seq, o.n_kv_heads, o.head_dim});
+    const int64_t kcache =
+        b.buffer(L + "k_cache", BufferKind::KV_CACHE, {o.max_seq, o.n_kv_heads, o.head_dim});
+    const int64_t vcache =
+        b.buffer(L + "v_cache", BufferKind::KV_CACHE, {o.max_seq, o.n_kv_heads, o.head_dim});
 
     const int64_t h1 = b.act(L + "h_attn_norm", H);
     const int64_t q = b.act(L + "q", q_dim), k = b.act(L + "k", kv_dim), v = b.act(L + "v", kv_dim);
@@ -216,12 +221,15 @@ Program make_decoder(const DecoderGenOptions& o) {
     const int64_t attn = b.act(L + "attn", q_dim);
     const int64_t o_out = b.act(L + "o", H), x1 = b.act(L + "x_mid", H);
     const int64_t h2 = b.act(L + "h_mlp_norm", H);
-    const int64_t g = b.act(L + "gate", o.ffn), u = b.act(L + "up", o.ffn), s = b.act(L + "act", o.ffn);
+    const int64_t g = b.act(L + "gate", o.ffn), u = b.act(L + "up", o.ffn),
+                  s = b.act(L + "act", o.ffn);
     const int64_t d = b.act(L + "down", H), x2 = b.act(L + "x_out", H);
 
     prev = b.single(L + "attn_norm", Op::RMSNORM, {x, wn1}, {h1}, {prev.all()}, norm_params());
     prev = b.gemv(L + "qkv", h1, H,
-                  {{wq, q, q_dim, L + "q_proj"}, {wk, k, kv_dim, L + "k_proj"}, {wv, v, kv_dim, L + "v_proj"}},
+                  {{wq, q, q_dim, L + "q_proj"},
+                   {wk, k, kv_dim, L + "k_proj"},
+                   {wv, v, kv_dim, L + "v_proj"}},
                   o.gemv_tile, prev);
 
     b.begin(L + "rope");
@@ -234,22 +242,27 @@ Program make_decoder(const DecoderGenOptions& o) {
 
     // v is read two stages after the q/k/v join: ordered only through the rope stage.
     b.begin(L + "kv_append");
-    b.task(Op::KV_APPEND, {k_rot, kcache}, {kcache}, {prev.all()}, ints({{"pos", o.pos}}), L + "append_k");
-    b.task(Op::KV_APPEND, {v, vcache}, {vcache}, {prev.all()}, ints({{"pos", o.pos}}), L + "append_v");
+    b.task(Op::KV_APPEND, {k_rot, kcache}, {kcache}, {prev.all()}, ints({{"pos", o.pos}}),
+           L + "append_k");
+    b.task(Op::KV_APPEND, {v, vcache}, {vcache}, {prev.all()}, ints({{"pos", o.pos}}),
+           L + "append_v");
     prev = b.end();
 
     // Split-KV attention: q_rot comes from the rope stage, two stages back.
     std::vector<int64_t> parts;
-    for (int64_t i = 0; i < o.attn_splits; ++i) parts.push_back(b.act(L + "attn_part" + std::to_string(i), q_dim + 2 * o.n_heads));
+    for (int64_t i = 0; i < o.attn_splits; ++i)
+      parts.push_back(b.act(L + "attn_part" + std::to_string(i), q_dim + 2 * o.n_heads));
     b.begin(L + "attention");
     const int64_t kv_len = o.pos + 1, split = (kv_len + o.attn_splits - 1) / o.attn_splits;
     for (int64_t i = 0; i < o.attn_splits; ++i) {
-      Params ap = ints({{"head_dim", o.head_dim}, {"kv_start", std::min(i * split, kv_len)},
+      Params ap = ints({{"head_dim", o.head_dim},
+                        {"kv_start", std::min(i * split, kv_len)},
                         {"kv_len", std::max<int64_t>(0, std::min(split, kv_len - i * split))},
-                        {"n_heads", o.n_heads}, {"n_kv_heads", o.n_kv_heads}});
+                        {"n_heads", o.n_heads},
+                        {"n_kv_heads", o.n_kv_heads}});
       ap.set_real("scale", 1.0 / std::sqrt(static_cast<double>(o.head_dim)));
-      b.task(Op::ATTENTION_TILE, {q_rot, kcache, vcache}, {parts[static_cast<size_t>(i)]}, {prev.all()}, ap,
-             L + "attn[" + std::to_string(i) + "]");
+      b.task(Op::ATTENTION_TILE, {q_rot, kcache, vcache}, {parts[static_cast<size_t>(i)]},
+             {prev.all()}, ap, L + "attn[" + std::to_string(i) + "]");
     }
     prev = b.end();
     prev = b.single(L + "attn_combine", Op::ATTENTION_COMBINE, parts, {attn}, {prev.all()}, {});
@@ -257,7 +270,8 @@ Program make_decoder(const DecoderGenOptions& o) {
     // The residual x was written by the previous layer's last add: many stages back.
     prev = b.single(L + "residual_attn", Op::ADD, {x, o_out}, {x1}, {prev.all()}, {});
     prev = b.single(L + "mlp_norm", Op::RMSNORM, {x1, wn2}, {h2}, {prev.all()}, norm_params());
-    prev = b.gemv(L + "gate_up", h2, H, {{wg, g, o.ffn, L + "gate"}, {wu, u, o.ffn, L + "up"}}, o.gemv_tile, prev);
+    prev = b.gemv(L + "gate_up", h2, H, {{wg, g, o.ffn, L + "gate"}, {wu, u, o.ffn, L + "up"}},
+                  o.gemv_tile, prev);
     prev = b.single(L + "silu_mul", Op::SILU_MUL, {g, u}, {s}, {prev.all()}, {});
     prev = b.gemv(L + "down", s, o.ffn, {{wd, d, H, L + "down"}}, o.gemv_tile, prev);
     prev = b.single(L + "residual_mlp", Op::ADD, {x1, d}, {x2}, {prev.all()}, {});

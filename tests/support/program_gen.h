@@ -29,14 +29,14 @@ struct DecoderGenOptions {
   int64_t n_heads = 32;
   int64_t n_kv_heads = 8;
   int64_t head_dim = 128;
-  int64_t gemv_tile = 64;      // N_tile of the per-layer GEMVs
-  int64_t attn_splits = 8;     // split-KV attention tiles per layer (merged by one combine)
+  int64_t gemv_tile = 64;   // N_tile of the per-layer GEMVs
+  int64_t attn_splits = 8;  // split-KV attention tiles per layer (merged by one combine)
   int64_t vocab = 128256;
   int64_t lm_head_tile = 2048;
   int64_t max_seq = 4096;
   int64_t pos = 17;
-  int64_t num_sms = 132;       // round-robin SM assignment; 0 = leave tasks unassigned
-  bool pages = true;           // emit a page allocation for the activations
+  int64_t num_sms = 132;        // round-robin SM assignment; 0 = leave tasks unassigned
+  bool pages = true;            // emit a page allocation for the activations
   std::string target = "h100";  // a builtin target name ("" = none)
 };
 
