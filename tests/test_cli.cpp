@@ -1,10 +1,6 @@
 // The `amk` command, run as a subprocess: exit codes, key output, and the --json contracts.
 // Also keeps examples/llama_block.json identical to what build_llama_block produces.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -16,43 +12,23 @@
 #include <nlohmann/json.hpp>
 
 #include "amk/json.h"
+#include "support/amk_command.h"
 #include "support/llama_block.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CmdResult {
-  int exit_code = -1;
-  std::string out, err;
-};
+using CmdResult = amk::testing::CommandResult;
 
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
+std::string quoted(const std::string& s) { return amk::testing::shell_quote(s); }
+CmdResult amk(const std::string& args) { return amk::testing::run_amk(args); }
 
 std::string read_file(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
-}
-
-// Runs `amk ARGS`, capturing stdout through the pipe and stderr through a scratch file.
-CmdResult amk(const std::string& args) {
-  static std::atomic<int> n{0};
-  const fs::path err_file = fs::temp_directory_path() / ("amk_cli_test_" + std::to_string(getpid()) +
-                                                         "_" + std::to_string(n++) + ".err");
-  const std::string cmd = quoted(AMK_BINARY) + " " + args + " 2>" + quoted(err_file.string());
-  CmdResult r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  size_t got = 0;
-  while ((got = fread(buf, 1, sizeof buf, pipe)) > 0) r.out.append(buf, got);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.err = read_file(err_file);
-  fs::remove(err_file);
-  return r;
 }
 
 std::string data(const std::string& name) { return quoted(std::string(AMK_TESTDATA_DIR) + "/cli/" + name); }

@@ -730,7 +730,8 @@ TEST(JsonTypes, EveryTypeErrorNamesThePath) {
       {with_tasks(R"({"id": 0, "op": "GEMV", "inputs": [], "outputs": [], "out_counter": 0})"),
        R"($.tasks[0].op: unknown op "GEMV" (expected one of NOP, COPY, EMBED, RMSNORM, )"
        R"(LAYERNORM, GEMV_TILE, GEMM_TILE, ATTENTION_TILE, ROPE, SILU_MUL, GELU, ADD, MUL, )"
-       R"(DEQUANT, SOFTMAX, ALLREDUCE_SHARD, KV_APPEND, SAMPLE_ARGMAX, ATTENTION_COMBINE))"},
+       R"(DEQUANT, SOFTMAX, ALLREDUCE_SHARD, KV_APPEND, SAMPLE_ARGMAX, ATTENTION_COMBINE, )"
+       R"(ROPE_FREQ))"},
       {with_tasks("7"), "$.tasks[0]: expected an object, got integer 7"},
       {R"({"buffers": [{"id": 0, "name": "a", "kind": "WEIGHT", "dtype": "F32", "shape": [1]},
           {"id": 1, "name": "b", "kind": "WEIGHT", "dtype": "F32", "shape": [1]},

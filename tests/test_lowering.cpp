@@ -259,10 +259,32 @@ TEST(Lowering, BadKnobsAreNamedNeverIgnored) {
   EXPECT_NE(lowering_error(m, {}, 0).find("max_context"), std::string::npos);
 }
 
-TEST(Lowering, RefusesRopeScalingItCannotComputeYet) {
+// Default RoPE keeps the spec's ROPE; a scaled rope type rotates with ROPE_FREQ and one CONST
+// table that the loader computes from the config (kRopeInvFreqSource).
+TEST(Lowering, ScaledRopeUsesRopeFreqWithAComputedTable) {
   ModelConfig m = fixture_config("tiny-llama");
-  m.rope.type = RopeType::Llama3;
-  EXPECT_NE(lowering_error(m, {}).find("llama3"), std::string::npos);
+  const int64_t L = m.num_hidden_layers;
+  EXPECT_EQ(count_op(lower(m, {}, h100(), 64), Op::ROPE_FREQ), 0);
+  for (RopeType type : {RopeType::Llama3, RopeType::Linear}) {
+    m.rope.type = type;
+    m.rope.factor = 8;
+    m.rope.original_max_position_embeddings = 8192;
+    const Program p = lower(m, {}, h100(), 64);
+    EXPECT_EQ(count_op(p, Op::ROPE), 0);
+    EXPECT_EQ(count_op(p, Op::ROPE_FREQ), 2 * L);
+    std::vector<const Buffer*> consts;
+    for (const Buffer& b : p.buffers)
+      if (b.kind == BufferKind::CONST) consts.push_back(&b);
+    ASSERT_EQ(consts.size(), 1u);
+    EXPECT_EQ(consts[0]->source, std::string(kRopeInvFreqSource));
+    EXPECT_EQ(consts[0]->dtype, DType::F32);
+    EXPECT_EQ(consts[0]->shape, std::vector<int64_t>{m.head_dim / 2});
+    for (const Task& t : p.tasks)
+      if (t.op == Op::ROPE_FREQ) {
+        EXPECT_EQ(t.inputs.at(2), consts[0]->id);
+        EXPECT_FALSE(t.params.contains("theta"));
+      }
+  }
 }
 
 // One Program, lowered once, serves every position: the host only changes the step state.
@@ -304,14 +326,16 @@ TEST(Lowering, KnobsDoNotChangeTheLogits) {
 
 namespace {
 
-// Llama-3.1-8B's shape (without its llama3 rope scaling, which is not lowered yet): lowering and
-// validating must stay well inside the issue's 3 s budget.
+// Llama-3.1-8B's shape, llama3 rope scaling included: lowering and validating must stay well
+// inside the issue's 3 s budget.
 TEST(Lowering, Llama8bShapeLowersAndValidatesQuickly) {
   const amk::ModelConfig m = amk::parse_model_config(R"({
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 128256,
     "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
     "num_attention_heads": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-5,
     "rope_theta": 500000.0, "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+    "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                     "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
     "tie_word_embeddings": false})");
   amk::ScheduleConfig c;
   c.tiling = {{"gemv", {{"N_tile", 128}}}, {"attention", {{"kv_block", 512}}}};

@@ -954,6 +954,78 @@ TEST(OpRope, RejectsBadShapes) {
                   "input 0 (x) must be [n_heads, head_dim] or [S, n_heads, head_dim]");
 }
 
+// ==== ROPE_FREQ ==============================================================================
+// The same rotation with the table given: angle = float32(pos) * inv_freq[i] in float32.
+std::vector<double> rope_freq_ref(const std::vector<double>& x, const std::vector<int64_t>& pos,
+                                  int64_t heads, const std::vector<float>& inv_freq) {
+  std::vector<double> out(x.size());
+  const auto half = int64_t(inv_freq.size()), D = 2 * half;
+  for (size_t s = 0; s < pos.size(); ++s)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < half; ++i) {
+        const double t = double(float(pos[s]) * inv_freq[size_t(i)]);
+        const size_t base = (s * size_t(heads) + size_t(h)) * size_t(D);
+        const double a = x[base + size_t(i)], b = x[base + size_t(i + half)];
+        out[base + size_t(i)] = std::cos(t) * a - std::sin(t) * b;
+        out[base + size_t(i + half)] = std::sin(t) * a + std::cos(t) * b;
+      }
+  return out;
+}
+
+TEST(OpRopeFreq, MatchesRotationWithAnyTable) {
+  std::mt19937 rng(63);
+  const int64_t H = 2, D = 8;
+  // A llama3-like table: high frequencies kept, low ones slowed down, one in between.
+  const std::vector<float> table = {1.0f, 0.177827941f, 0.00316227f / 8, 1e-4f / 32};
+  const std::vector<int64_t> pos = {0, 3, 1000, 131071};
+  for (DType dt : kFloatTypes) {
+    SCOPED_TRACE(std::string(name_of(dt)));
+    const Tensor x = rnd(dt, {4, H, D}, rng);
+    const Tensor p = Tensor::from_ints(DType::I32, {4}, pos);
+    const Tensor inv = Tensor::from_floats(DType::F32, {D / 2}, table);
+    Tensor out = filled(dt, {4, H, D}, kNaN);
+    run(Op::ROPE_FREQ, Prm().i("head_dim", D), {&x, &p, &inv}, {&out});
+    expect_close(out, rope_freq_ref(vals(x), pos, H, table), 1.0, 1e-12);
+  }
+}
+
+TEST(OpRopeFreq, WithTheDefaultTableEqualsRope) {
+  std::mt19937 rng(64);
+  const int64_t D = 16;
+  for (float theta : {10000.0f, 500000.0f}) {
+    std::vector<float> table;
+    for (int64_t i = 0; i < D / 2; ++i)  // reference.py's fp32 table, written out here
+      table.push_back(1.0f / float(std::pow(double(theta), double(float(i) / float(D / 2)))));
+    const Tensor x = rnd(DType::F32, {3, D}, rng);
+    const Tensor p = Tensor::from_ints(DType::I32, {1}, std::vector<int64_t>{4097});
+    const Tensor inv = Tensor::from_floats(DType::F32, {D / 2}, table);
+    Tensor a = Tensor::zeros(DType::F32, {3, D}), b = Tensor::zeros(DType::F32, {3, D});
+    run(Op::ROPE, Prm().i("head_dim", D).f("theta", theta), {&x, &p}, {&a});
+    run(Op::ROPE_FREQ, Prm().i("head_dim", D), {&x, &p, &inv}, {&b});
+    EXPECT_EQ(a.bytes, b.bytes) << "theta " << theta;
+  }
+}
+
+TEST(OpRopeFreq, RejectsBadTables) {
+  const Tensor x = Tensor::zeros(DType::F32, {2, 8});
+  const Tensor p = Tensor::from_ints(DType::I32, {1}, std::vector<int64_t>{1});
+  Tensor out = Tensor::zeros(DType::F32, {2, 8});
+  const Tensor short_table = Tensor::zeros(DType::F32, {3});
+  expect_op_error([&] { run(Op::ROPE_FREQ, Prm().i("head_dim", 8), {&x, &p, &short_table}, {&out}); },
+                  "ROPE_FREQ: input 2 (inv_freq) has 3 elements");
+  const Tensor int_table = Tensor::zeros(DType::I32, {4});
+  expect_op_error([&] { run(Op::ROPE_FREQ, Prm().i("head_dim", 8), {&x, &p, &int_table}, {&out}); },
+                  "input 2 (inv_freq)");
+  const std::vector<float> with_inf = {1, std::numeric_limits<float>::infinity(), 0, 0};
+  const Tensor inf_table = Tensor::from_floats(DType::F32, {4}, with_inf);
+  expect_op_error([&] { run(Op::ROPE_FREQ, Prm().i("head_dim", 8), {&x, &p, &inf_table}, {&out}); },
+                  "element 1 is not finite");
+  const Tensor table = Tensor::zeros(DType::F32, {4});
+  expect_op_error([&] { run(Op::ROPE_FREQ, Prm(), {&x, &p, &table}, {&out}); }, "head_dim");
+  expect_op_error([&] { run(Op::ROPE_FREQ, Prm().i("head_dim", 8), {&x, &p}, {&out}); },
+                  "ROPE_FREQ");
+}
+
 // ==== elementwise ============================================================================
 TEST(OpActivations, HandComputed) {
   const Tensor g = Tensor::from_floats(DType::F32, {2}, std::vector<float>{1, -2});

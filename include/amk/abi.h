@@ -77,7 +77,8 @@ typedef enum amk_opcode_t {
   AMK_OP_KV_APPEND = 16,
   AMK_OP_SAMPLE_ARGMAX = 17,
   AMK_OP_ATTENTION_COMBINE = 18,
-  AMK_OP_COUNT = 19
+  AMK_OP_ROPE_FREQ = 19, /* ROPE with an explicit F32 inv_freq table (input 2) */
+  AMK_OP_COUNT = 20
 } amk_opcode_t;
 
 /* ATTENTION_TILE flag bits (params.flags). */

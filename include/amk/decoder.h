@@ -24,8 +24,9 @@ class DecodeError : public std::runtime_error {
 class ReferenceDecoder {
  public:
   // `program` must be a lower() output for this checkpoint's config. Binds every WEIGHT buffer to
-  // the tensor named by its source (shape checked, converted to the buffer's dtype). Throws
-  // DecodeError, or CheckpointError for a missing or misshapen tensor.
+  // the tensor named by its source (shape checked, converted to the buffer's dtype), and every
+  // CONST buffer to the table its source names, computed from the config (kRopeInvFreqSource in
+  // amk/lowering.h). Throws DecodeError, or CheckpointError for a missing or misshapen tensor.
   ReferenceDecoder(const Checkpoint& checkpoint, Program program);
 
   int64_t position() const { return position_; }
@@ -45,6 +46,8 @@ class ReferenceDecoder {
   const ReferenceVM& vm() const { return vm_; }
 
  private:
+  void bind_computed_const(const Buffer& b, const ModelConfig& config);
+
   ReferenceVM vm_;
   int64_t token_id_ = -1, pos_id_ = -1, logits_id_ = -1, next_id_ = -1;
   int64_t position_ = 0, max_context_ = 0, vocab_ = 0;

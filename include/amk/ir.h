@@ -50,11 +50,12 @@ enum class Op : int32_t {
   KV_APPEND,
   SAMPLE_ARGMAX,
   ATTENTION_COMBINE,
+  ROPE_FREQ,  // 19: ROPE with an explicit inverse-frequency table (scaled RoPE)
 };
 inline constexpr int kNumDTypes = 10;
 inline constexpr int kNumMemSpaces = 4;
 inline constexpr int kNumBufferKinds = 6;
-inline constexpr int kNumOps = 19;
+inline constexpr int kNumOps = 20;
 
 // Names exactly as the JSON format spells them ("BF16", "GEMV_TILE", ...).
 std::string_view name_of(DType v);

@@ -29,6 +29,10 @@ inline constexpr std::string_view kPos = "pos";        // IO_INPUT I32 [1]: this
 inline constexpr std::string_view kLogits = "logits";  // IO_OUTPUT F32 [1, vocab]
 inline constexpr std::string_view kNextToken = "next_token";  // IO_OUTPUT I32 [1]: argmax of logits
 }  // namespace lowered_names
+// The `source` of a CONST buffer that no checkpoint holds: the loader computes it from the
+// model's config. "amk.rope.inv_freq": F32 [head_dim / 2], rope_inv_freq_f32(config) (amk/rope.h),
+// ROPE_FREQ's table for scaled rope types. The "amk." prefix cannot collide with a state-dict key.
+inline constexpr std::string_view kRopeInvFreqSource = "amk.rope.inv_freq";
 // "layers.{i}.k_cache" / "layers.{i}.v_cache": KV_CACHE [max_context, n_kv_heads, head_dim].
 std::string kv_cache_name(int64_t layer, char k_or_v);
 

@@ -56,7 +56,7 @@ std::optional<int64_t> embed_rows(const Program& p, int64_t id) {
 
 bool is_rope_position(const Program& p, int64_t id) {
   for (const Task& t : p.tasks)
-    if (t.op == Op::ROPE && t.inputs.size() > 1 && t.inputs[1] == id) return true;
+    if ((t.op == Op::ROPE || t.op == Op::ROPE_FREQ) && t.inputs.size() > 1 && t.inputs[1] == id) return true;
   return false;
 }
 

@@ -37,7 +37,8 @@ static_assert(int(Op::NOP) == AMK_OP_NOP && int(Op::COPY) == AMK_OP_COPY &&
               int(Op::ALLREDUCE_SHARD) == AMK_OP_ALLREDUCE_SHARD &&
               int(Op::KV_APPEND) == AMK_OP_KV_APPEND &&
               int(Op::SAMPLE_ARGMAX) == AMK_OP_SAMPLE_ARGMAX &&
-              int(Op::ATTENTION_COMBINE) == AMK_OP_ATTENTION_COMBINE);
+              int(Op::ATTENTION_COMBINE) == AMK_OP_ATTENTION_COMBINE &&
+              int(Op::ROPE_FREQ) == AMK_OP_ROPE_FREQ);
 
 namespace {
 
@@ -51,7 +52,8 @@ constexpr std::array<std::string_view, kNumBufferKinds> kBufferKindNames = {
 constexpr std::array<std::string_view, kNumOps> kOpNames = {
     "NOP",   "COPY",     "EMBED",    "RMSNORM", "LAYERNORM",       "GEMV_TILE",
     "GEMM_TILE", "ATTENTION_TILE", "ROPE", "SILU_MUL", "GELU", "ADD", "MUL", "DEQUANT",
-    "SOFTMAX", "ALLREDUCE_SHARD", "KV_APPEND", "SAMPLE_ARGMAX", "ATTENTION_COMBINE"};
+    "SOFTMAX", "ALLREDUCE_SHARD", "KV_APPEND", "SAMPLE_ARGMAX", "ATTENTION_COMBINE",
+    "ROPE_FREQ"};
 
 template <typename E, size_t N>
 std::string_view lookup_name(const std::array<std::string_view, N>& names, E v) {
@@ -131,6 +133,7 @@ const OpSpec& op_spec(Op op) {
       {Op::KV_APPEND, 2, 2, 1, {"pos"}, "write new k/v into the cache at pos"},
       {Op::SAMPLE_ARGMAX, 1, 1, 1, {}, "greedy argmax"},
       {Op::ATTENTION_COMBINE, 2, 8, 1, {}, "merge split-KV flash partials"},
+      {Op::ROPE_FREQ, 3, 3, 1, {"head_dim"}, "rotate-half RoPE with an inv_freq table"},
   }};
   const auto i = static_cast<size_t>(op);
   return registry[i < registry.size() ? i : 0];

@@ -3,15 +3,19 @@
 // The question every race check reduces to is "do ALL producers of counter c happen before task
 // t?", which holds iff t transitively waits on c through sound all-join waits (hb_waits): a wait
 // with threshold == #producers releases only after every producer has signalled, and a writer w
-// happens before t iff this holds for w's out_counter. Queries are batched. ask() answers at once
-// the direct case (t itself waits on c), the impossible ones (no sound waiter of c precedes t in
-// topological order, or interval labels exclude it) and those a spanning-tree cover proves (a sound
-// waiter of c is a tree ancestor of t; the tree follows the main chain of a decoder, so residual
-// reads reaching back several stages resolve here). solve() answers the rest with bit-parallel
-// forward sweeps over the graph in topological order, 64 * `words` source counters per sweep, each
-// sweep limited to the window between its first source and its last query target. Memory is
-// num_counters * words * 8 bytes, words chosen to fit a fixed budget, never the size of the
-// relation.
+// happens before t iff this holds for w's out_counter.
+//
+// Queries are batched. ask() settles at once, in this order of cost:
+//   - the direct case (t itself waits on c);
+//   - the impossible ones (no sound waiter of c precedes t in topological order, or GRAIL-style
+//     interval labels exclude it);
+//   - those a spanning-tree cover proves (a sound waiter of c is a tree ancestor of t; the tree
+//     follows the main chain of a decoder, so residual reads reaching back many stages land here);
+//   - those a label-pruned forward search from c settles within a small fixed budget.
+// solve() answers the rest with bit-parallel forward sweeps over the graph in topological order,
+// 64 * `words` source counters per sweep, each sweep limited to the window between its first
+// source and its last query target. Memory is num_counters * words * 8 bytes with words chosen
+// to fit a fixed budget, never the size of the relation.
 #pragma once
 
 #include <cstdint>

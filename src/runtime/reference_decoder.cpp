@@ -2,6 +2,7 @@
 
 #include "amk/decoder.h"
 #include "amk/lowering.h"
+#include "amk/rope.h"
 #include "amk/tensor.h"
 
 namespace amk {
@@ -15,6 +16,19 @@ int64_t require_buffer(const ReferenceVM& vm, std::string_view name) {
 }
 
 }  // namespace
+
+void ReferenceDecoder::bind_computed_const(const Buffer& b, const ModelConfig& config) {
+  if (b.source != kRopeInvFreqSource)
+    throw DecodeError(fmt::format("CONST buffer '{}' has source '{}', which the decoder cannot "
+                                  "compute (known: '{}')",
+                                  b.name, b.source.value_or(""), kRopeInvFreqSource));
+  const std::vector<float> table = rope_inv_freq_f32(config);
+  if (b.numel() != static_cast<int64_t>(table.size()))
+    throw DecodeError(fmt::format("CONST buffer '{}' holds {} elements; the config's RoPE table "
+                                  "has head_dim / 2 = {}",
+                                  b.name, b.numel(), table.size()));
+  vm_.set_buffer(b.id, Tensor::from_floats(b.dtype, b.shape, table));
+}
 
 ReferenceDecoder::ReferenceDecoder(const Checkpoint& checkpoint, Program program)
     : vm_(std::move(program)) {
@@ -30,6 +44,10 @@ ReferenceDecoder::ReferenceDecoder(const Checkpoint& checkpoint, Program program
   max_context_ = k0->shape[0];
 
   for (const Buffer& b : vm_.program().buffers) {
+    if (b.kind == BufferKind::CONST) {
+      bind_computed_const(b, checkpoint.config());
+      continue;
+    }
     if (b.kind != BufferKind::WEIGHT) continue;
     if (!b.source) throw DecodeError(fmt::format("WEIGHT buffer '{}' has no source", b.name));
     const TensorView& t = checkpoint.tensor(*b.source, b.shape);

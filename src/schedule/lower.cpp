@@ -141,11 +141,6 @@ void check_model(const ModelConfig& m, int64_t max_context) {
   if (max_context < 1 || max_context > std::numeric_limits<int32_t>::max())
     throw LoweringError(fmt::format("max_context must be in [1, 2^31), got {}", max_context));
   check_max_context(m, max_context);
-  if (m.rope.type != RopeType::Default)
-    throw LoweringError(fmt::format(
-        "rope_type '{}' is not lowered yet: the ROPE opcode takes only theta, so scaled "
-        "frequencies would be computed wrongly",
-        name_of(m.rope.type)));
   if (m.hidden_act != "silu")
     throw LoweringError(fmt::format("hidden_act '{}' is not lowered (silu only)", m.hidden_act));
   if (m.head_dim < 2 || m.head_dim % 2 != 0)
@@ -197,8 +192,23 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
 
   const Params norm{{"eps", ParamValue::real(eps)}, {"hidden", ParamValue::integer(H)}};
   const Params head_norm{{"eps", ParamValue::real(eps)}, {"hidden", ParamValue::integer(HD)}};
-  const Params rope{{"head_dim", ParamValue::integer(HD)},
-                    {"theta", ParamValue::real(m.rope.theta)}};
+  // Default RoPE keeps the spec's ROPE opcode (its table is a function of theta alone); a scaled
+  // rope type needs the scaled table, which ROPE_FREQ reads from a CONST buffer that the loader
+  // computes from the config (kRopeInvFreqSource).
+  const bool scaled_rope = m.rope.type != RopeType::Default;
+  const Op rope_op = scaled_rope ? Op::ROPE_FREQ : Op::ROPE;
+  Params rope{{"head_dim", ParamValue::integer(HD)}};
+  if (!scaled_rope) rope.set_real("theta", m.rope.theta);
+  const std::optional<int64_t> inv_freq =
+      scaled_rope ? std::optional(p.new_buffer("rope_inv_freq", BufferKind::CONST, DType::F32,
+                                               {HD / 2}, MemSpace::HBM,
+                                               std::string(kRopeInvFreqSource)))
+                  : std::nullopt;
+  const auto rope_inputs = [&](int64_t x) {
+    std::vector<int64_t> in{x, pos};
+    if (inv_freq) in.push_back(*inv_freq);
+    return in;
+  };
 
   int64_t h = g.act("embed", {1, H});
   g.task(Op::EMBED, {token, w_embed}, h, ints({{"hidden", H}}), "embed", g.wbytes(H), 0);
@@ -259,9 +269,9 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
       k_heads = kn;
     }
     const int64_t q_rot = g.act(ap + "q_rope", {NH, HD});
-    g.task(Op::ROPE, {q_heads, pos}, q_rot, rope, ap + "rope_q", 0, 6 * QD);
+    g.task(rope_op, rope_inputs(q_heads), q_rot, rope, ap + "rope_q", 0, 6 * QD);
     const int64_t k_rot = g.act(ap + "k_rope", {NKV, HD});
-    g.task(Op::ROPE, {k_heads, pos}, k_rot, rope, ap + "rope_k", 0, 6 * KVD);
+    g.task(rope_op, rope_inputs(k_heads), k_rot, rope, ap + "rope_k", 0, 6 * KVD);
 
     // The row is the step's position (flags bit 0), so one program serves every step.
     const Params append = ints({{"pos", 0}, {"flags", kv_append_flags::kRuntimePos}});

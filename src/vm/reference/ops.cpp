@@ -34,6 +34,7 @@ void dispatch(Op op, const Params& params, std::span<const Tensor* const> inputs
     case Op::KV_APPEND: ref::op_kv_append(c); return;
     case Op::SAMPLE_ARGMAX: ref::op_sample_argmax(c); return;
     case Op::ATTENTION_COMBINE: ref::op_attention_combine(c); return;
+    case Op::ROPE_FREQ: ref::op_rope_freq(c); return;
   }
   throw OpError("unknown opcode " + std::to_string(int(op)));
 }

@@ -26,8 +26,9 @@ void op_dequant(const OpContext& c);
 // attention.cpp
 void op_attention_tile(const OpContext& c);
 void op_attention_combine(const OpContext& c);
-// rope.cpp
+// rope.cpp (ROPE and ROPE_FREQ)
 void op_rope(const OpContext& c);
+void op_rope_freq(const OpContext& c);
 // softmax.cpp
 void op_softmax(const OpContext& c);
 // kv_append.cpp
