@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# The main job on the bundled example: build, validate the program, run it on the CPU
-# ReferenceVM (the GPU path arrives with the CUDA VM).
+# The main job: build, make the bundled tiny Llama-3.2-shaped checkpoint (random weights; real
+# ones cannot be downloaded here), compile its decode step for an H100 and generate tokens on the
+# CPU ReferenceVM (the GPU path arrives with the CUDA VM). Then the one-layer example program.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh --target amk
+./build/amk make-model --preset tiny -o build/tiny-model
+./build/amk compile build/tiny-model --gpu h100 -o build/tiny.json
+./build/amk run build/tiny-model --device cpu --prompt-ids 1,2,3 -n 16
 ./build/amk validate examples/llama_block.json
 ./build/amk exec examples/llama_block.json

@@ -1,7 +1,8 @@
 // The lowering against an independent eager decoder, on random checkpoints of the architecture
 // variants the fixtures do not cover: Qwen2 q/k/v biases, MQA, GQA ratio 3, Llama attention and
-// MLP biases with tied embeddings, Qwen3 MQA with head norms, Mistral. The eager model below is
-// written from the Hugging Face modeling code, in double, sharing nothing with the lowering.
+// MLP biases with tied embeddings, Qwen3 MQA with head norms, Mistral, Llama 3 "llama3" and
+// "linear" RoPE scaling. The eager model below is written from the Hugging Face modeling code, in
+// double, sharing nothing with the lowering.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -69,7 +70,8 @@ std::map<std::string, std::vector<float>> write_checkpoint(const fs::path& dir,
 class EagerModel {
  public:
   EagerModel(const ModelConfig& m, std::map<std::string, std::vector<float>> w)
-      : m_(m), w_(std::move(w)), k_(size_t(m.num_hidden_layers)), v_(size_t(m.num_hidden_layers)) {}
+      : m_(m), w_(std::move(w)), k_(size_t(m.num_hidden_layers)), v_(size_t(m.num_hidden_layers)),
+        inv_freq_(inv_freq(m)) {}
 
   Vec step(int64_t token) {
     const int64_t H = m_.hidden_size, HD = m_.head_dim, NH = m_.num_attention_heads;
@@ -150,47 +152,84 @@ class EagerModel {
       std::copy(n.begin(), n.end(), v);
     }
     for (int64_t i = 0; i < half; ++i) {
-      const double a = double(pos_) * std::pow(m_.rope.theta, -2.0 * double(i) / double(HD));
+      const double a = double(pos_) * inv_freq_[size_t(i)];
       const double x0 = v[i], x1 = v[i + half];
       v[i] = x0 * std::cos(a) - x1 * std::sin(a);
       v[i + half] = x1 * std::cos(a) + x0 * std::sin(a);
     }
   }
 
+  // transformers' modeling_rope_utils.py: default, linear and llama3 inverse frequencies.
+  static Vec inv_freq(const ModelConfig& m) {
+    const RopeConfig& r = m.rope;
+    Vec f;
+    for (int64_t i = 0; i < m.head_dim; i += 2)
+      f.push_back(1.0 / std::pow(r.theta, double(i) / double(m.head_dim)));
+    if (r.type == RopeType::Linear)
+      for (double& x : f) x /= r.factor;
+    if (r.type == RopeType::Llama3) {
+      const double ctx = double(r.original_max_position_embeddings);
+      for (double& x : f) {
+        const double wavelen = 2 * M_PI / x;
+        if (wavelen > ctx / r.low_freq_factor) {
+          x /= r.factor;
+        } else if (wavelen >= ctx / r.high_freq_factor) {
+          const double smooth =
+              (ctx / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+          x = (1 - smooth) * x / r.factor + smooth * x;
+        }
+      }
+    }
+    return f;
+  }
+
   ModelConfig m_;
   std::map<std::string, std::vector<float>> w_;
   std::vector<std::vector<Vec>> k_, v_;
+  Vec inv_freq_;
   int64_t pos_ = 0;
 };
 
+double relative_error(const std::vector<float>& ours, const Vec& ref) {
+  double diff = 0, scale = 0;
+  for (size_t j = 0; j < ref.size(); ++j) {
+    diff = std::max(diff, std::fabs(ours[j] - ref[j]));
+    scale = std::max(scale, std::fabs(ref[j]));
+  }
+  return diff / scale;
+}
+
+// With `unscaled_must_differ`, an eager model that ignores the config's RoPE scaling must miss
+// the tolerance: the test then proves the scaling, not just a model that never reaches it.
 void expect_matches_eager(const std::string& name, const std::string& config,
-                          const ScheduleConfig& schedule = {}, bool bf16 = false) {
+                          const ScheduleConfig& schedule = {}, bool bf16 = false,
+                          int64_t steps = 20, bool unscaled_must_differ = false) {
   SCOPED_TRACE(name);
   const fs::path dir =
       fs::temp_directory_path() / ("amk_arch_" + std::to_string(getpid()) + "_" + name);
   auto weights = write_checkpoint(dir, config, 1234, bf16);
   const Checkpoint ck = Checkpoint::open(dir);
+  ModelConfig unscaled_config = ck.config();
+  unscaled_config.rope.type = RopeType::Default;
+  EagerModel unscaled(unscaled_config, weights);
   EagerModel eager(ck.config(), std::move(weights));
-  constexpr int64_t kSteps = 20;
+  const int64_t kSteps = steps;
   const Program program = lower(ck.config(), schedule, *find_target("h100"), kSteps);
   for (const Buffer& b : program.buffers)
     if (b.kind == BufferKind::WEIGHT) EXPECT_EQ(b.dtype, bf16 ? DType::BF16 : DType::F32) << b.name;
   ReferenceDecoder dec(ck, program);
   Rng rng{99};
-  double worst = 0;
+  double worst = 0, worst_unscaled = 0;
   for (int64_t t = 0; t < kSteps; ++t) {
     const auto token =
         int64_t((rng.next() + 1) / 2 * double(ck.config().vocab_size)) % ck.config().vocab_size;
     const std::vector<float> ours = dec.step(token);
-    const Vec ref = eager.step(token);
-    double diff = 0, scale = 0;
-    for (size_t j = 0; j < ref.size(); ++j) {
-      diff = std::max(diff, std::fabs(ours[j] - ref[j]));
-      scale = std::max(scale, std::fabs(ref[j]));
-    }
-    worst = std::max(worst, diff / scale);
+    worst = std::max(worst, relative_error(ours, eager.step(token)));
+    if (unscaled_must_differ)
+      worst_unscaled = std::max(worst_unscaled, relative_error(ours, unscaled.step(token)));
   }
   EXPECT_LE(worst, kOracleTolerance);
+  if (unscaled_must_differ) EXPECT_GT(worst_unscaled, 10 * kOracleTolerance);
   std::cout << name << ": worst relative logit error " << worst << "\n";
   fs::remove_all(dir);
 }
@@ -221,6 +260,33 @@ constexpr const char* kMistral =
   "num_attention_heads": 8, "num_key_value_heads": 4, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
   "max_position_embeddings": 128, "sliding_window": null, "tie_word_embeddings": false,
   "torch_dtype": "float32", "hidden_act": "silu"})";
+
+// Llama 3.2's scaling (factor 32 over an 8192-token original context, theta 500000) at head_dim
+// 32, so that the table has kept, blended and slowed frequencies; 200 positions, far enough for
+// the slowed ones to move the logits well past the tolerance.
+constexpr const char* kLlama3Scaled =
+    R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+  "vocab_size": 64, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+  "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "rms_norm_eps": 1e-5,
+  "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 32.0,
+  "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+  "max_position_embeddings": 131072, "tie_word_embeddings": true, "torch_dtype": "float32",
+  "hidden_act": "silu"})";
+
+constexpr const char* kLinearScaled =
+    R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+  "vocab_size": 64, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+  "num_attention_heads": 4, "num_key_value_heads": 1, "rms_norm_eps": 1e-5,
+  "rope_theta": 10000.0, "rope_scaling": {"type": "linear", "factor": 4.0},
+  "max_position_embeddings": 8192, "tie_word_embeddings": false, "torch_dtype": "float32",
+  "hidden_act": "silu"})";
+
+TEST(OracleArchitectures, Llama3RopeScaling) {
+  expect_matches_eager("llama3-scaled", kLlama3Scaled, {}, false, 200, true);
+}
+TEST(OracleArchitectures, LinearRopeScaling) {
+  expect_matches_eager("linear-scaled", kLinearScaled, {}, false, 60, true);
+}
 
 TEST(OracleArchitectures, Qwen2BiasesWithMqa) { expect_matches_eager("qwen2-mqa", kQwen2Mqa); }
 TEST(OracleArchitectures, LlamaGqaRatio3WithBiasesAndTiedEmbeddings) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "amk/model_config.h"
+#include "amk/rope.h"
 
 namespace amk {
 namespace {
@@ -424,6 +425,26 @@ TEST(ModelConfigErrors, MalformedConfigs) {
   expect_refused<ModelConfigError>(json::parse("{}"), {"model_type is required"});
   EXPECT_THROW(parse_model_config(R"({"model_type": "llama", "model_type": "llama"})"), ModelConfigError);
   EXPECT_THROW(load_model_config(kFixtures / "does-not-exist.json"), ModelConfigError);
+}
+
+// The float32 table is transformers' arithmetic; it agrees with the double formula to float32
+// rounding (a few ulps through the llama3 blend), and the scaling really moved it.
+TEST(RopeInvFreqF32, MatchesTheDoubleFormulaToFloatPrecision) {
+  ModelConfig m;
+  m.head_dim = 128;
+  m.rope.theta = 500000.0;
+  for (RopeType type : {RopeType::Default, RopeType::Linear, RopeType::Llama3}) {
+    m.rope.type = type;
+    m.rope.factor = 8.0;
+    m.rope.original_max_position_embeddings = 8192;
+    const std::vector<double> d = rope_inv_freq(m);
+    const std::vector<float> f = rope_inv_freq_f32(m);
+    ASSERT_EQ(f.size(), 64u);
+    for (size_t i = 0; i < f.size(); ++i) EXPECT_NEAR(f[i] / d[i], 1.0, 1e-6) << i;
+    if (type != RopeType::Default) EXPECT_NEAR(f.back() * 8.0 / std::pow(5e5, -126.0 / 128), 1, 1e-6);
+  }
+  m.rope.type = RopeType::Default;
+  EXPECT_EQ(rope_inv_freq_f32(m), default_rope_inv_freq_f32(500000.0f, 128));
 }
 
 }  // namespace

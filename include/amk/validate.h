@@ -39,7 +39,8 @@ struct CounterSimulation {
   std::vector<int64_t> order;  // task ids in firing order
   std::vector<int64_t> stuck;  // tasks that can never fire (non-empty iff a wait is unsatisfiable)
 };
-// Static reachability: fire every ready task (list order, repeated sweeps) and report the stuck.
+// Static reachability: fire every ready task (event-driven, in readiness order) and report the
+// tasks that can never fire.
 CounterSimulation simulate_counters(const Program& program);
 // Fire ready tasks in `seeds` randomised interleavings; report every read of a transient buffer
 // (ACTIVATION / IO_OUTPUT / KV_CACHE written this pass) before a task that writes it has fired.

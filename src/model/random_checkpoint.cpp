@@ -1,0 +1,142 @@
+#include "amk/random_checkpoint.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numbers>
+#include <stdexcept>
+
+#include "amk/model_presets.h"
+#include "amk/safetensors_writer.h"
+#include "amk/tensor.h"
+
+namespace amk {
+
+namespace {
+
+int64_t numel(const WeightSpec& w) {
+  int64_t n = 1;
+  for (int64_t d : w.shape) n *= d;
+  return n;
+}
+
+StDType st_dtype(DType d) {
+  switch (d) {
+    case DType::F32: return StDType::F32;
+    case DType::F16: return StDType::F16;
+    case DType::BF16: return StDType::BF16;
+    default: break;
+  }
+  throw std::invalid_argument(fmt::format("make-model writes F32, F16 or BF16, not {}", name_of(d)));
+}
+
+std::string_view torch_dtype(DType d) {
+  return d == DType::F32 ? "float32" : d == DType::F16 ? "float16" : "bfloat16";
+}
+
+// splitmix64 and Box-Muller: fast, portable and reproducible across standard libraries
+// (std::normal_distribution's output is implementation-defined).
+class Normal {
+ public:
+  explicit Normal(uint64_t seed) : s_(seed) {}
+  double next() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    const double u1 = (double(bits() >> 11) + 1.0) * 0x1p-53;  // (0, 1]
+    const double u2 = double(bits() >> 11) * 0x1p-53;
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    spare_ = r * std::sin(2 * std::numbers::pi * u2);
+    has_spare_ = true;
+    return r * std::cos(2 * std::numbers::pi * u2);
+  }
+
+ private:
+  uint64_t bits() {
+    uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  uint64_t s_;
+  double spare_ = 0;
+  bool has_spare_ = false;
+};
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
+bool is_norm(const std::string& name) { return name.find("norm.weight") != std::string::npos; }
+
+}  // namespace
+
+std::vector<CheckpointShard> plan_shards(const ModelConfig& config, DType dtype,
+                                         int64_t max_shard_bytes) {
+  std::vector<CheckpointShard> shards(1);
+  for (const WeightSpec& w : expected_weights(config)) {
+    const int64_t bytes = dtype_nbytes(dtype, numel(w));
+    if (!shards.back().tensors.empty() && shards.back().bytes + bytes > max_shard_bytes)
+      shards.emplace_back();
+    shards.back().tensors.push_back(w);
+    shards.back().bytes += bytes;
+  }
+  if (shards.size() == 1) {
+    shards[0].file = "model.safetensors";
+  } else {
+    for (size_t i = 0; i < shards.size(); ++i)
+      shards[i].file = fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
+  }
+  return shards;
+}
+
+std::string shard_index_json(const std::vector<CheckpointShard>& shards) {
+  nlohmann::ordered_json index;
+  int64_t total = 0;
+  for (const CheckpointShard& s : shards) total += s.bytes;
+  index["metadata"] = {{"total_size", total}};
+  auto& map = index["weight_map"] = nlohmann::ordered_json::object();
+  for (const CheckpointShard& s : shards)
+    for (const WeightSpec& w : s.tensors) map[w.name] = s.file;
+  return index.dump(2) + "\n";
+}
+
+void write_random_checkpoint(const std::filesystem::path& dir, std::string_view preset, DType dtype,
+                             uint64_t seed, int64_t max_shard_bytes) {
+  const StDType st = st_dtype(dtype);
+  const std::string config_text = model_preset_config(preset, torch_dtype(dtype));
+  const ModelConfig config = parse_model_config(config_text, std::string(preset) + " preset");
+  std::filesystem::create_directories(dir);
+  write_text(dir / "config.json", config_text);
+  write_text(dir / "generation_config.json", model_preset_generation_config(preset));
+
+  const std::vector<CheckpointShard> shards = plan_shards(config, dtype, max_shard_bytes);
+  Normal normal(seed);
+  // Bounded memory: one chunk of values at a time, whatever the tensor's size.
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  std::vector<float> values;
+  for (const CheckpointShard& shard : shards) {
+    std::vector<StTensorDecl> decls;
+    for (const WeightSpec& w : shard.tensors) decls.push_back({w.name, st, w.shape});
+    SafetensorsWriter writer(dir / shard.file, std::move(decls), {{"format", "pt"}});
+    for (const WeightSpec& w : shard.tensors) {
+      const double center = is_norm(w.name) ? 1.0 : 0.0;
+      for (int64_t done = 0, n = numel(w); done < n; done += kChunk) {
+        values.resize(size_t(std::min(kChunk, n - done)));
+        for (float& v : values) v = static_cast<float>(center + 0.02 * normal.next());
+        const Tensor chunk =
+            Tensor::from_floats(dtype, {static_cast<int64_t>(values.size())}, values);
+        writer.append(chunk.bytes);
+      }
+    }
+    writer.finish();
+  }
+  if (shards.size() > 1) write_text(dir / "model.safetensors.index.json", shard_index_json(shards));
+}
+
+}  // namespace amk
