@@ -8,5 +8,7 @@ cd "$(dirname "$0")/.."
 ./build/amk make-model --preset tiny -o build/tiny-model
 ./build/amk compile build/tiny-model --gpu h100 -o build/tiny.json
 ./build/amk run build/tiny-model --device cpu --prompt-ids 1,2,3 -n 16
+./build/amk oracle tests/data/fixtures/tiny-llama \
+  --expected tests/data/fixtures/tiny-llama/expected.safetensors --device cpu
 ./build/amk validate examples/llama_block.json
 ./build/amk exec examples/llama_block.json

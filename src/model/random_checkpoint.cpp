@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numbers>
@@ -119,7 +121,8 @@ void write_random_checkpoint(const std::filesystem::path& dir, std::string_view 
   Normal normal(seed);
   // Bounded memory: one chunk of values at a time, whatever the tensor's size.
   constexpr int64_t kChunk = int64_t{1} << 20;
-  std::vector<float> values;
+  std::vector<uint8_t> bytes;
+  const int64_t width = dtype_nbytes(dtype, 1);
   for (const CheckpointShard& shard : shards) {
     std::vector<StTensorDecl> decls;
     for (const WeightSpec& w : shard.tensors) decls.push_back({w.name, st, w.shape});
@@ -127,11 +130,20 @@ void write_random_checkpoint(const std::filesystem::path& dir, std::string_view 
     for (const WeightSpec& w : shard.tensors) {
       const double center = is_norm(w.name) ? 1.0 : 0.0;
       for (int64_t done = 0, n = numel(w); done < n; done += kChunk) {
-        values.resize(size_t(std::min(kChunk, n - done)));
-        for (float& v : values) v = static_cast<float>(center + 0.02 * normal.next());
-        const Tensor chunk =
-            Tensor::from_floats(dtype, {static_cast<int64_t>(values.size())}, values);
-        writer.append(chunk.bytes);
+        const int64_t count = std::min(kChunk, n - done);
+        bytes.resize(size_t(count * width));
+        for (int64_t i = 0; i < count; ++i) {
+          const auto v = static_cast<float>(center + 0.02 * normal.next());
+          uint8_t* out = &bytes[size_t(i * width)];
+          if (dtype == DType::F32) {
+            std::memcpy(out, &v, 4);
+          } else {
+            const uint16_t h = dtype == DType::BF16 ? float_to_bf16_bits(v) : float_to_f16_bits(v);
+            out[0] = static_cast<uint8_t>(h);
+            out[1] = static_cast<uint8_t>(h >> 8);
+          }
+        }
+        writer.append(bytes);
       }
     }
     writer.finish();
