@@ -731,7 +731,7 @@ TEST(JsonTypes, EveryTypeErrorNamesThePath) {
        R"($.tasks[0].op: unknown op "GEMV" (expected one of NOP, COPY, EMBED, RMSNORM, )"
        R"(LAYERNORM, GEMV_TILE, GEMM_TILE, ATTENTION_TILE, ROPE, SILU_MUL, GELU, ADD, MUL, )"
        R"(DEQUANT, SOFTMAX, ALLREDUCE_SHARD, KV_APPEND, SAMPLE_ARGMAX, ATTENTION_COMBINE, )"
-       R"(ROPE_FREQ))"},
+       R"(ROPE_FREQ, RMSNORM_GEMV_TILE, SILU_MUL_GEMV_TILE, GEMV_ADD_TILE))"},
       {with_tasks("7"), "$.tasks[0]: expected an object, got integer 7"},
       {R"({"buffers": [{"id": 0, "name": "a", "kind": "WEIGHT", "dtype": "F32", "shape": [1]},
           {"id": 1, "name": "b", "kind": "WEIGHT", "dtype": "F32", "shape": [1]},

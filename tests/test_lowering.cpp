@@ -242,8 +242,8 @@ TEST(Lowering, BadKnobsAreNamedNeverIgnored) {
             }).find("N_tile"),
             std::string::npos);
   EXPECT_NE(err([](ScheduleConfig& c) {
-              c.fusion_grouping = {{"rmsnorm", "gemv"}};
-            }).find("fusion_grouping"),
+              c.fusion_grouping = {{"rmsnorm", "gemv"}, {"gelu", "gemv"}};
+            }).find("fusion_grouping cannot fuse [gelu, gemv]"),
             std::string::npos);
   EXPECT_NE(err([](ScheduleConfig& c) { c.page_allocation = "best"; }).find("'best'"),
             std::string::npos);

@@ -78,7 +78,11 @@ typedef enum amk_opcode_t {
   AMK_OP_SAMPLE_ARGMAX = 17,
   AMK_OP_ATTENTION_COMBINE = 18,
   AMK_OP_ROPE_FREQ = 19, /* ROPE with an explicit F32 inv_freq table (input 2) */
-  AMK_OP_COUNT = 20
+  /* Fused GEMV tiles (ScheduleConfig.fusion_grouping), docs/OPCODES.md */
+  AMK_OP_RMSNORM_GEMV_TILE = 20,  /* [x, norm_w, W(, bias)]: RMSNORM(x) then GEMV_TILE */
+  AMK_OP_SILU_MUL_GEMV_TILE = 21, /* [gate, up, W(, bias)]: SILU_MUL then GEMV_TILE */
+  AMK_OP_GEMV_ADD_TILE = 22,      /* [x, W, residual(, bias)]: GEMV_TILE + residual tile */
+  AMK_OP_COUNT = 23
 } amk_opcode_t;
 
 /* ATTENTION_TILE flag bits (params.flags). */

@@ -51,11 +51,15 @@ enum class Op : int32_t {
   SAMPLE_ARGMAX,
   ATTENTION_COMBINE,
   ROPE_FREQ,  // 19: ROPE with an explicit inverse-frequency table (scaled RoPE)
+  // Fused GEMV tiles (ScheduleConfig.fusion_grouping): each composes existing ops' semantics.
+  RMSNORM_GEMV_TILE,   // 20: RMSNORM(x) then the GEMV_TILE body
+  SILU_MUL_GEMV_TILE,  // 21: SILU_MUL(gate, up) then the GEMV_TILE body
+  GEMV_ADD_TILE,       // 22: the GEMV_TILE body, then + residual over the tile's columns
 };
 inline constexpr int kNumDTypes = 10;
 inline constexpr int kNumMemSpaces = 4;
 inline constexpr int kNumBufferKinds = 6;
-inline constexpr int kNumOps = 20;
+inline constexpr int kNumOps = 23;
 
 // Names exactly as the JSON format spells them ("BF16", "GEMV_TILE", ...).
 std::string_view name_of(DType v);

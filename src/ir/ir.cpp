@@ -38,7 +38,10 @@ static_assert(int(Op::NOP) == AMK_OP_NOP && int(Op::COPY) == AMK_OP_COPY &&
               int(Op::KV_APPEND) == AMK_OP_KV_APPEND &&
               int(Op::SAMPLE_ARGMAX) == AMK_OP_SAMPLE_ARGMAX &&
               int(Op::ATTENTION_COMBINE) == AMK_OP_ATTENTION_COMBINE &&
-              int(Op::ROPE_FREQ) == AMK_OP_ROPE_FREQ);
+              int(Op::ROPE_FREQ) == AMK_OP_ROPE_FREQ &&
+              int(Op::RMSNORM_GEMV_TILE) == AMK_OP_RMSNORM_GEMV_TILE &&
+              int(Op::SILU_MUL_GEMV_TILE) == AMK_OP_SILU_MUL_GEMV_TILE &&
+              int(Op::GEMV_ADD_TILE) == AMK_OP_GEMV_ADD_TILE);
 
 namespace {
 
@@ -53,7 +56,7 @@ constexpr std::array<std::string_view, kNumOps> kOpNames = {
     "NOP",   "COPY",     "EMBED",    "RMSNORM", "LAYERNORM",       "GEMV_TILE",
     "GEMM_TILE", "ATTENTION_TILE", "ROPE", "SILU_MUL", "GELU", "ADD", "MUL", "DEQUANT",
     "SOFTMAX", "ALLREDUCE_SHARD", "KV_APPEND", "SAMPLE_ARGMAX", "ATTENTION_COMBINE",
-    "ROPE_FREQ"};
+    "ROPE_FREQ", "RMSNORM_GEMV_TILE", "SILU_MUL_GEMV_TILE", "GEMV_ADD_TILE"};
 
 template <typename E, size_t N>
 std::string_view lookup_name(const std::array<std::string_view, N>& names, E v) {
@@ -134,6 +137,12 @@ const OpSpec& op_spec(Op op) {
       {Op::SAMPLE_ARGMAX, 1, 1, 1, {}, "greedy argmax"},
       {Op::ATTENTION_COMBINE, 2, 8, 1, {}, "merge split-KV flash partials"},
       {Op::ROPE_FREQ, 3, 3, 1, {"head_dim"}, "rotate-half RoPE with an inv_freq table"},
+      {Op::RMSNORM_GEMV_TILE, 3, 4, 1, {"eps", "hidden", "K", "N_tile", "n_off"},
+       "out[.., n_off:+N_tile] = rmsnorm(x, w) @ W.T"},
+      {Op::SILU_MUL_GEMV_TILE, 3, 4, 1, {"K", "N_tile", "n_off"},
+       "out[.., n_off:+N_tile] = (silu(gate) * up) @ W.T"},
+      {Op::GEMV_ADD_TILE, 3, 4, 1, {"K", "N_tile", "n_off"},
+       "out[.., n_off:+N_tile] = x @ W.T + residual[.., n_off:+N_tile]"},
   }};
   const auto i = static_cast<size_t>(op);
   return registry[i < registry.size() ? i : 0];

@@ -35,7 +35,11 @@ int64_t end_of(int64_t off, int64_t len) {
 
 WriteRegion write_region(const Task& task) {
   WriteRegion r;
-  if (task.op != Op::GEMV_TILE && task.op != Op::GEMM_TILE) return r;
+  // Every tile op writes columns [n_off, n_off + N_tile) of its output (the fused GEMV tiles
+  // included), so sibling tiles of one buffer are checked for overlap rather than refused.
+  if (task.op != Op::GEMV_TILE && task.op != Op::GEMM_TILE && task.op != Op::RMSNORM_GEMV_TILE &&
+      task.op != Op::SILU_MUL_GEMV_TILE && task.op != Op::GEMV_ADD_TILE)
+    return r;
   const auto n_off = offset_param(task.params, "n_off");
   const auto n_tile = extent_param(task.params, "N_tile");
   if (!n_off || !n_tile) return r;

@@ -29,15 +29,6 @@ void check_launch_config(const ScheduleConfig& c, const GpuTarget& target) {
       c.page_allocation != "none")
     throw LoweringError(fmt::format("page_allocation '{}' is unknown (graph_color, linear or none)",
                                     c.page_allocation));
-  if (!c.fusion_grouping.empty()) {
-    std::string groups;
-    for (const auto& g : c.fusion_grouping) {
-      std::string names;
-      for (const auto& n : g) names += (names.empty() ? "" : ", ") + n;
-      groups += (groups.empty() ? "[" : ", [") + names + "]";
-    }
-    throw LoweringError("fusion_grouping is not implemented yet; cannot fuse " + groups);
-  }
 }
 
 }  // namespace amk::schedule

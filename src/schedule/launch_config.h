@@ -1,5 +1,5 @@
 // The launch knobs of a ScheduleConfig (threads_per_block, smem_bytes_per_block,
-// pipelining_depth) and fusion_grouping, checked against the target before anything is lowered.
+// pipelining_depth), checked against the target before anything is lowered.
 #pragma once
 
 #include "amk/ir.h"

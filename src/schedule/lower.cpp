@@ -15,6 +15,7 @@
 #include "amk/lowering.h"
 #include "amk/op_flags.h"
 #include "amk/validate.h"
+#include "schedule/fusion.h"
 #include "schedule/launch_config.h"
 #include "schedule/page_allocation.h"
 #include "schedule/sm_assignment.h"
@@ -83,20 +84,32 @@ class GraphBuilder {
   // out[:, n_off:n_off+N_tile] = x @ W[n_off:n_off+N_tile].T (+ bias) for every tile.
   void gemv(int64_t x, int64_t w, std::optional<int64_t> bias, int64_t out, int64_t K, int64_t N,
             int64_t tile, const std::string& label) {
-    const int64_t counter = p_.new_counter(label + " tiles");
     std::vector<int64_t> inputs{x, w};
     if (bias) inputs.push_back(*bias);
+    tiles(Op::GEMV_TILE, std::move(inputs), {}, 0, bias.has_value(), out, K, N, tile, label);
+  }
+
+  // The tiles of any GEMV-shaped op (GEMV_TILE or a fused tile, docs/OPCODES.md): `inputs` in
+  // the op's order, `extra` params beside K / N_tile / n_off, `extra_bytes` read by every tile
+  // besides its weight rows (a norm weight, say).
+  void tiles(Op op, std::vector<int64_t> inputs, const Params& extra, int64_t extra_bytes,
+             bool has_bias, int64_t out, int64_t K, int64_t N, int64_t tile,
+             const std::string& label) {
+    const int64_t counter = p_.new_counter(label + " tiles");
     const std::vector<Wait> waits = waits_for(inputs);
     int64_t tiles = 0;
     for (int64_t off = 0; off < N; off += tile, ++tiles) {
       const int64_t width = std::min(tile, N - off);
-      Params params = ints({{"K", K}, {"N_tile", width}, {"n_off", off}});
+      Params params = extra;
+      params.set_int("K", K);
+      params.set_int("N_tile", width);
+      params.set_int("n_off", off);
       // The prefetch distance, in GEMV_TILE's M_tile slot as the reference design's loader
       // marshals it (GEMV ignores M_tile as a tile extent).
       if (depth_ > 0) params.set_int("M_tile", depth_);
-      Task& t = p_.add_task(Op::GEMV_TILE, inputs, {out}, counter, waits, std::move(params),
+      Task& t = p_.add_task(op, inputs, {out}, counter, waits, std::move(params),
                             fmt::format("{}[t{}]", label, tiles));
-      t.est_bytes = wbytes(K * width + (bias ? width : 0));
+      t.est_bytes = wbytes(K * width + (has_bias ? width : 0)) + extra_bytes;
       t.est_flops = 2 * K * width;
     }
     ready_[out] = Wait{counter, tiles};
@@ -154,6 +167,7 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
   check_model(m, max_context);
   schedule::check_launch_config(config, target);
   const schedule::Tiling tiling = schedule::resolve_tiling(config, kDefaultGemvNTile);
+  const schedule::Fusion fusion = schedule::resolve_fusion(config);
   const DType wdt = resolve_weight_dtype(m, weight_dtype);
 
   const int64_t H = m.hidden_size, V = m.vocab_size, F = m.intermediate_size, HD = m.head_dim;
@@ -210,6 +224,47 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
     return in;
   };
 
+  // A projection of RMSNORM(x, norm_w): with the ["rmsnorm", "gemv"] group every tile normalises
+  // x itself (RMSNORM_GEMV_TILE), which removes the norm task, its buffer and its counter.
+  struct Normed {
+    int64_t x, norm_w, norm_task_out;  // norm_task_out: the RMSNORM output, unfused only
+  };
+  const auto normed = [&](int64_t x, int64_t norm_w, const std::string& buffer,
+                          const std::string& label) {
+    if (fusion.rmsnorm_gemv) return Normed{x, norm_w, -1};
+    const int64_t xn = g.act(buffer, {1, H});
+    g.task(Op::RMSNORM, {x, norm_w}, xn, norm, label, g.wbytes(H), 4 * H);
+    return Normed{x, norm_w, xn};
+  };
+  const auto normed_gemv = [&](const Normed& n, int64_t w, std::optional<int64_t> b, int64_t out,
+                               int64_t N, const std::string& proj, const std::string& label) {
+    if (n.norm_task_out >= 0) return g.gemv(n.norm_task_out, w, b, out, H, N, tiling.n_tile(proj),
+                                            label);
+    std::vector<int64_t> in{n.x, n.norm_w, w};
+    if (b) in.push_back(*b);
+    g.tiles(Op::RMSNORM_GEMV_TILE, std::move(in), norm, g.wbytes(H), b.has_value(), out, H, N,
+            tiling.n_tile(proj), label);
+  };
+  // out = x @ W.T (+ b) + residual: one GEMV_ADD_TILE per tile with ["gemv", "add"], else the
+  // GEMV into its own buffer and an ADD task.
+  const auto gemv_add = [&](int64_t x, int64_t w, std::optional<int64_t> b, int64_t residual,
+                            int64_t K, const std::string& proj, const std::string& prefix,
+                            const std::string& add_name, bool fuse) {
+    if (fuse) {
+      const int64_t out = g.act(prefix + add_name, {1, H});
+      std::vector<int64_t> in{x, w, residual};
+      if (b) in.push_back(*b);
+      g.tiles(Op::GEMV_ADD_TILE, std::move(in), {}, g.abytes(H), b.has_value(), out, K, H,
+              tiling.n_tile(proj), prefix + proj);
+      return out;
+    }
+    const int64_t y = g.act(prefix + (proj == "o_proj" ? "o" : "down"), {1, H});
+    g.gemv(x, w, b, y, K, H, tiling.n_tile(proj), prefix + proj);
+    const int64_t out = g.act(prefix + add_name, {1, H});
+    g.task(Op::ADD, {y, residual}, out, {}, prefix + add_name, 0, H);
+    return out;
+  };
+
   int64_t h = g.act("embed", {1, H});
   g.task(Op::EMBED, {token, w_embed}, h, ints({{"hidden", H}}), "embed", g.wbytes(H), 0);
 
@@ -243,14 +298,13 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
         p.new_buffer(kv_cache_name(l, 'v'), BufferKind::KV_CACHE, A, {C, NKV, HD});
 
     // ---- attention ----
-    const int64_t xn = g.act(ap + "attn_norm", {1, H});
-    g.task(Op::RMSNORM, {h, w_anorm}, xn, norm, ap + "input_layernorm", g.wbytes(H), 4 * H);
+    const Normed xn = normed(h, w_anorm, ap + "attn_norm", ap + "input_layernorm");
     const int64_t q = g.act(ap + "q", {1, QD});
     const int64_t k = g.act(ap + "k", {1, KVD});
     const int64_t v = g.act(ap + "v", {1, KVD});
-    g.gemv(xn, w_q, b_q, q, H, QD, tiling.n_tile("q_proj"), ap + "q_proj");
-    g.gemv(xn, w_k, b_k, k, H, KVD, tiling.n_tile("k_proj"), ap + "k_proj");
-    g.gemv(xn, w_v, b_v, v, H, KVD, tiling.n_tile("v_proj"), ap + "v_proj");
+    normed_gemv(xn, w_q, b_q, q, QD, "q_proj", ap + "q_proj");
+    normed_gemv(xn, w_k, b_k, k, KVD, "k_proj", ap + "k_proj");
+    normed_gemv(xn, w_v, b_v, v, KVD, "v_proj", ap + "v_proj");
 
     // A GEMV writes a flat [1, N] row and ROPE rotates [heads, head_dim]: COPY is a flat
     // element copy, so copying into a head-shaped buffer is the reshape.
@@ -313,35 +367,39 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
              ap + "attention_combine", 0, 4 * QD * n_blocks);
     }
 
-    const int64_t o = g.act(ap + "o", {1, H});
-    g.gemv(attn, w_o, b_o, o, QD, H, tiling.n_tile("o_proj"), ap + "o_proj");
-    const int64_t h1 = g.act(ap + "attn_residual", {1, H});
-    g.task(Op::ADD, {o, h}, h1, {}, ap + "attn_residual", 0, H);
+    const int64_t h1 =
+        gemv_add(attn, w_o, b_o, h, QD, "o_proj", ap, "attn_residual", fusion.gemv_add);
 
     // ---- MLP ----
-    const int64_t h1n = g.act(ap + "mlp_norm", {1, H});
-    g.task(Op::RMSNORM, {h1, w_mnorm}, h1n, norm, ap + "post_attention_layernorm", g.wbytes(H),
-           4 * H);
+    const Normed h1n = normed(h1, w_mnorm, ap + "mlp_norm", ap + "post_attention_layernorm");
     const int64_t gate = g.act(ap + "gate", {1, F});
     const int64_t up = g.act(ap + "up", {1, F});
-    g.gemv(h1n, w_gate, b_gate, gate, H, F, tiling.n_tile("gate_proj"), ap + "gate_proj");
-    g.gemv(h1n, w_up, b_up, up, H, F, tiling.n_tile("up_proj"), ap + "up_proj");
-    const int64_t act = g.act(ap + "silu_mul", {1, F});
-    g.task(Op::SILU_MUL, {gate, up}, act, {}, ap + "silu_mul", 0, 4 * F);
-    const int64_t down = g.act(ap + "down", {1, H});
-    g.gemv(act, w_down, b_down, down, F, H, tiling.n_tile("down_proj"), ap + "down_proj");
-    const int64_t h2 = g.act(ap + "mlp_residual", {1, H});
-    g.task(Op::ADD, {down, h1}, h2, {}, ap + "mlp_residual", 0, H);
-    h = h2;
+    normed_gemv(h1n, w_gate, b_gate, gate, F, "gate_proj", ap + "gate_proj");
+    normed_gemv(h1n, w_up, b_up, up, F, "up_proj", ap + "up_proj");
+    if (fusion.silu_mul_gemv) {
+      // Every down_proj tile computes silu(gate) * up itself. No opcode fuses all three, so with
+      // ["gemv", "add"] too the residual stays an ADD here (o_proj still fuses it).
+      const int64_t down = g.act(ap + "down", {1, H});
+      std::vector<int64_t> in{gate, up, w_down};
+      if (b_down) in.push_back(*b_down);
+      g.tiles(Op::SILU_MUL_GEMV_TILE, std::move(in), {}, 0, b_down.has_value(), down, F, H,
+              tiling.n_tile("down_proj"), ap + "down_proj");
+      const int64_t h2 = g.act(ap + "mlp_residual", {1, H});
+      g.task(Op::ADD, {down, h1}, h2, {}, ap + "mlp_residual", 0, H);
+      h = h2;
+    } else {
+      const int64_t act = g.act(ap + "silu_mul", {1, F});
+      g.task(Op::SILU_MUL, {gate, up}, act, {}, ap + "silu_mul", 0, 4 * F);
+      h = gemv_add(act, w_down, b_down, h1, F, "down_proj", ap, "mlp_residual", fusion.gemv_add);
+    }
   }
 
   const int64_t w_fnorm = g.weight("model.norm.weight", {H});
   const int64_t w_lm = m.tie_word_embeddings ? w_embed : g.weight("lm_head.weight", {V, H});
-  const int64_t hn = g.act("final_norm", {1, H});
-  g.task(Op::RMSNORM, {h, w_fnorm}, hn, norm, "final_norm", g.wbytes(H), 4 * H);
+  const Normed hn = normed(h, w_fnorm, "final_norm", "final_norm");
   const int64_t logits =
       p.new_buffer(std::string(names::kLogits), BufferKind::IO_OUTPUT, A, {1, V});
-  g.gemv(hn, w_lm, std::nullopt, logits, H, V, tiling.n_tile("lm_head"), "lm_head");
+  normed_gemv(hn, w_lm, std::nullopt, logits, V, "lm_head", "lm_head");
   const int64_t next =
       p.new_buffer(std::string(names::kNextToken), BufferKind::IO_OUTPUT, DType::I32, {1});
   g.task(Op::SAMPLE_ARGMAX, {logits}, next, {}, "sample_argmax", 0, V);

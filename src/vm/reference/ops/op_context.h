@@ -21,6 +21,9 @@ class OpContext {
       : op_(op), params_(params), inputs_(inputs), outputs_(outputs), step_(step) {}
 
   Op op() const { return op_; }
+  // For a fused op that runs its constituent ops' semantics under their own contexts.
+  const Params& params() const { return params_; }
+  const StepState* step() const { return step_; }
   // Throws OpError("<OP>: <msg>").
   [[noreturn]] void fail(const std::string& msg) const;
 
