@@ -54,6 +54,15 @@ int run_compile(const CompileOptions& opt) {
     std::cerr << "amk: cannot lower '" << opt.model_dir << "': " << e.what() << "\n";
     return kExitBadInput;
   }
+  // The program is only as good as the checkpoint it will be bound to: every WEIGHT buffer's
+  // tensor must be there with the buffer's shape, or nothing is written.
+  try {
+    for (const Buffer& b : p.buffers)
+      if (b.kind == BufferKind::WEIGHT && b.source) (void)ck->tensor(*b.source, b.shape);
+  } catch (const std::exception& e) {  // CheckpointError: missing or misshapen tensor
+    std::cerr << "amk: cannot compile '" << opt.model_dir << "': " << e.what() << "\n";
+    return kExitBadInput;
+  }
   p.set_meta_string("model", std::filesystem::path(opt.model_dir).filename().string());
   if (std::string error; !save_program(p, opt.output, &error)) {
     std::cerr << "amk: cannot write '" << opt.output << "': " << error << "\n";

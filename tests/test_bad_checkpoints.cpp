@@ -1,0 +1,202 @@
+// Broken checkpoints through the commands: `amk compile` and `amk run` each refuse every one with
+// exit 2 (invalid input) and a message naming the problem (the file, the tensor or the feature) —
+// never a crash, never a wrong answer. Each folder is the tiny-llama fixture with one thing broken.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "support/amk_command.h"
+#include "support/safetensors_writer.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using amk::testing::run_amk;
+using amk::testing::shell_quote;
+using json = nlohmann::ordered_json;
+
+const fs::path kFixture = fs::path(AMK_TESTDATA_DIR) / "fixtures" / "tiny-llama";
+
+std::vector<uint8_t> read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string read_text(const fs::path& p) {
+  const auto b = read_bytes(p);
+  return {b.begin(), b.end()};
+}
+
+// The fixture's model.safetensors split into its header (JSON) and data section.
+struct Parsed {
+  json header;
+  std::vector<uint8_t> data;
+};
+Parsed parse_fixture_weights() {
+  const std::vector<uint8_t> file = read_bytes(kFixture / "model.safetensors");
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= uint64_t(file.at(size_t(i))) << (8 * i);
+  Parsed p;
+  p.header = json::parse(file.begin() + 8, file.begin() + 8 + std::ptrdiff_t(n));
+  p.data.assign(file.begin() + 8 + std::ptrdiff_t(n), file.end());
+  return p;
+}
+
+// Rebuilds model.safetensors from the fixture's tensors, with `edit` applied to the list first.
+std::vector<uint8_t> rebuilt(const std::function<void(std::vector<amk::testing::StTensor>&)>& edit) {
+  const Parsed p = parse_fixture_weights();
+  std::vector<amk::testing::StTensor> tensors;
+  for (const auto& [name, v] : p.header.items()) {
+    if (name == "__metadata__") continue;
+    const uint64_t b = v["data_offsets"][0], e = v["data_offsets"][1];
+    tensors.push_back({name, v["dtype"], v["shape"].get<std::vector<int64_t>>(),
+                       std::vector<uint8_t>(p.data.begin() + std::ptrdiff_t(b),
+                                            p.data.begin() + std::ptrdiff_t(e))});
+  }
+  edit(tensors);
+  return amk::testing::safetensors_bytes(tensors, {{"format", "pt"}});
+}
+
+class BadCheckpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("amk_bad_ckpt_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    for (const char* f : {"config.json", "generation_config.json", "model.safetensors"})
+      fs::copy_file(kFixture / f, dir_ / f);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Both commands exit 2 and name every one of `needles` on stderr.
+  void expect_refused(const std::vector<std::string>& needles) {
+    const std::string out = (dir_ / "prog.json").string();
+    const auto compile =
+        run_amk("compile " + shell_quote(dir_.string()) + " --gpu h100 -o " + shell_quote(out));
+    const auto run =
+        run_amk("run " + shell_quote(dir_.string()) + " --device cpu --prompt-ids 1 -n 1");
+    for (const auto* r : {&compile, &run}) {
+      const char* which = r == &compile ? "compile" : "run";
+      EXPECT_EQ(r->exit_code, 2) << which << "\nstdout: " << r->out << "\nstderr: " << r->err;
+      EXPECT_TRUE(r->out.empty()) << which << " printed: " << r->out;
+      for (const std::string& n : needles)
+        EXPECT_NE(r->err.find(n), std::string::npos)
+            << which << ": stderr does not name '" << n << "':\n" << r->err;
+    }
+    EXPECT_FALSE(fs::exists(out)) << "compile wrote a program for a broken checkpoint";
+  }
+
+  void edit_config(const std::function<void(json&)>& edit) {
+    json c = json::parse(read_text(dir_ / "config.json"));
+    edit(c);
+    amk::testing::write_text(dir_ / "config.json", c.dump(2));
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(BadCheckpoint, IntactCopyWorks) {
+  // The control: the copied folder itself is fine, so every refusal below is the breakage's.
+  const std::string out = (dir_ / "prog.json").string();
+  EXPECT_EQ(run_amk("compile " + shell_quote(dir_.string()) + " --gpu h100 -o " + shell_quote(out))
+                .exit_code,
+            0);
+  const auto r = run_amk("run " + shell_quote(dir_.string()) + " --device cpu --prompt-ids 1 -n 1");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST_F(BadCheckpoint, TruncatedSafetensors) {
+  std::vector<uint8_t> b = read_bytes(dir_ / "model.safetensors");
+  b.resize(b.size() / 2);
+  amk::testing::write_bytes(dir_ / "model.safetensors", b);
+  expect_refused({"model.safetensors"});
+}
+
+TEST_F(BadCheckpoint, TruncatedInsideTheHeader) {
+  std::vector<uint8_t> b = read_bytes(dir_ / "model.safetensors");
+  b.resize(100);
+  amk::testing::write_bytes(dir_ / "model.safetensors", b);
+  expect_refused({"model.safetensors"});
+}
+
+TEST_F(BadCheckpoint, HeaderOffsetsPastTheEnd) {
+  Parsed p = parse_fixture_weights();
+  const uint64_t size = p.data.size();
+  // The last tensor (model.norm.weight, 256 bytes) moved past the data section's end.
+  p.header["model.norm.weight"]["data_offsets"] = {size + 1024, size + 1024 + 256};
+  std::string text = p.header.dump();
+  while (text.size() % 8 != 0) text += ' ';
+  amk::testing::write_bytes(dir_ / "model.safetensors", amk::testing::raw_safetensors(text, p.data));
+  expect_refused({"model.safetensors", "model.norm.weight"});
+}
+
+TEST_F(BadCheckpoint, MissingTensor) {
+  amk::testing::write_bytes(dir_ / "model.safetensors", rebuilt([](auto& ts) {
+                              std::erase_if(ts, [](const amk::testing::StTensor& t) {
+                                return t.name == "model.layers.1.mlp.down_proj.weight";
+                              });
+                            }));
+  expect_refused({"missing tensor", "model.layers.1.mlp.down_proj.weight"});
+}
+
+TEST_F(BadCheckpoint, MissingEmbeddingTable) {
+  amk::testing::write_bytes(dir_ / "model.safetensors", rebuilt([](auto& ts) {
+                              std::erase_if(ts, [](const amk::testing::StTensor& t) {
+                                return t.name == "model.embed_tokens.weight";
+                              });
+                            }));
+  expect_refused({"model.embed_tokens.weight"});
+}
+
+TEST_F(BadCheckpoint, WrongShapedTensor) {
+  // Same bytes, same element count, wrong shape: [64, 64] declared as [32, 128].
+  amk::testing::write_bytes(dir_ / "model.safetensors", rebuilt([](auto& ts) {
+                              for (auto& t : ts)
+                                if (t.name == "model.layers.0.self_attn.q_proj.weight")
+                                  t.shape = {32, 128};
+                            }));
+  expect_refused({"model.layers.0.self_attn.q_proj.weight"});
+}
+
+TEST_F(BadCheckpoint, UnsupportedMixtureOfExperts) {
+  edit_config([](json& c) {
+    c["architectures"] = {"MixtralForCausalLM"};
+    c["model_type"] = "mixtral";
+    c["num_local_experts"] = 8;
+    c["num_experts_per_tok"] = 2;
+  });
+  expect_refused({"config.json", "mixtral"});
+}
+
+TEST_F(BadCheckpoint, UnsupportedActivation) {
+  edit_config([](json& c) { c["hidden_act"] = "gelu"; });
+  expect_refused({"config.json", "gelu"});
+}
+
+TEST_F(BadCheckpoint, UnsupportedRopeType) {
+  edit_config([](json& c) { c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; });
+  expect_refused({"config.json", "yarn"});
+}
+
+TEST_F(BadCheckpoint, MissingConfigJson) {
+  fs::remove(dir_ / "config.json");
+  expect_refused({"config.json"});
+}
+
+TEST_F(BadCheckpoint, MissingSafetensors) {
+  fs::remove(dir_ / "model.safetensors");
+  expect_refused({"model.safetensors"});
+}
+
+}  // namespace
