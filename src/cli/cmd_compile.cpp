@@ -35,13 +35,9 @@ int run_compile(const CompileOptions& opt) {
     std::cerr << "amk: unknown --gpu '" << opt.gpu << "'\n";
     return kExitBadInput;
   }
-  const auto config = load_schedule_config(opt.config);
-  if (!config) return kExitBadInput;
-  const auto ck = open_checkpoint(opt.model_dir);
-  if (!ck) return kExitBadInput;
-  const auto wdt = checkpoint_weight_dtype(*ck);
-  if (!wdt) return kExitBadInput;
-  const ModelConfig& m = ck->config();
+  const auto in = open_model_inputs(opt.model_dir, opt.config);
+  if (!in) return kExitBadInput;
+  const ModelConfig& m = in->checkpoint.config();
   const int64_t max_context =
       opt.max_context > 0
           ? opt.max_context
@@ -49,7 +45,7 @@ int run_compile(const CompileOptions& opt) {
                                                                        : kDefaultMaxContext);
   Program p;
   try {
-    p = lower(m, *config, *target, max_context, *wdt);
+    p = lower(m, in->config, *target, max_context, in->weight_dtype);
   } catch (const std::exception& e) {  // LoweringError, UnsupportedModelError
     std::cerr << "amk: cannot lower '" << opt.model_dir << "': " << e.what() << "\n";
     return kExitBadInput;
@@ -58,7 +54,8 @@ int run_compile(const CompileOptions& opt) {
   // tensor must be there with the buffer's shape, or nothing is written.
   try {
     for (const Buffer& b : p.buffers)
-      if (b.kind == BufferKind::WEIGHT && b.source) (void)ck->tensor(*b.source, b.shape);
+      if (b.kind == BufferKind::WEIGHT && b.source)
+        (void)in->checkpoint.tensor(*b.source, b.shape);
   } catch (const std::exception& e) {  // CheckpointError: missing or misshapen tensor
     std::cerr << "amk: cannot compile '" << opt.model_dir << "': " << e.what() << "\n";
     return kExitBadInput;
@@ -73,8 +70,8 @@ int run_compile(const CompileOptions& opt) {
   for (const Task& t : p.tasks) ++by_op[static_cast<int>(t.op)];
   const int64_t wbytes = p.total_weight_bytes();
   std::cout << fmt::format("compiled  {} ({} {}, {} layers) for {}, max_context {}\n",
-                           opt.model_dir, m.model_type, name_of(*wdt), m.num_hidden_layers,
-                           target->name, max_context);
+                           opt.model_dir, m.model_type, name_of(in->weight_dtype),
+                           m.num_hidden_layers, target->name, max_context);
   std::cout << fmt::format("tasks     {}\n", p.tasks.size());
   for (const auto& [op, n] : by_op)
     std::cout << fmt::format("  {:<18} {:>6}\n", name_of(static_cast<Op>(op)), n);

@@ -34,18 +34,15 @@ std::string ids_text(const std::vector<int64_t>& ids) {
 
 int run_oracle_command(const OracleOptions& opt) {
   if (!check_device(opt.device)) return kExitBadInput;
-  const auto config = load_schedule_config(opt.config);
-  if (!config) return kExitBadInput;
-  const auto ck = open_checkpoint(opt.model_dir);
-  if (!ck) return kExitBadInput;
-  const auto wdt = checkpoint_weight_dtype(*ck);
-  if (!wdt) return kExitBadInput;
+  const auto in = open_model_inputs(opt.model_dir, opt.config);
+  if (!in) return kExitBadInput;
   OracleReport r;
   try {
     const ExpectedOutputs e = load_expected(opt.expected);
     const Program p =
-        lower(ck->config(), *config, *find_target(opt.gpu), int64_t(e.sequence_ids.size()), *wdt);
-    r = run_oracle(*ck, p, e, opt.tolerance);
+        lower(in->checkpoint.config(), in->config, *find_target(opt.gpu),
+              int64_t(e.sequence_ids.size()), in->weight_dtype);
+    r = run_oracle(in->checkpoint, p, e, opt.tolerance);
   } catch (const DecodeError& e) {
     std::cerr << "amk: " << e.what() << "\n";
     return kExitFailed;

@@ -50,13 +50,9 @@ int run_run(const RunOptions& opt) {
     std::cerr << "amk: --prompt-ids must be comma-separated integers, got '" << opt.prompt << "'\n";
     return kExitBadInput;
   }
-  const auto config = load_schedule_config(opt.config);
-  if (!config) return kExitBadInput;
-  const auto ck = open_checkpoint(opt.model_dir);
-  if (!ck) return kExitBadInput;
-  const auto wdt = checkpoint_weight_dtype(*ck);
-  if (!wdt) return kExitBadInput;
-  const int64_t vocab = ck->config().vocab_size;
+  const auto in = open_model_inputs(opt.model_dir, opt.config);
+  if (!in) return kExitBadInput;
+  const int64_t vocab = in->checkpoint.config().vocab_size;
   for (int64_t id : *prompt)
     if (id < 0 || id >= vocab) {
       std::cerr << "amk: --prompt-ids: token " << id << " is outside the vocabulary [0, " << vocab
@@ -65,8 +61,9 @@ int run_run(const RunOptions& opt) {
     }
   try {
     const int64_t max_context = int64_t(prompt->size()) + std::max<int64_t>(opt.n, 1);
-    ReferenceDecoder dec(*ck,
-                         lower(ck->config(), *config, *find_target(opt.gpu), max_context, *wdt));
+    ReferenceDecoder dec(in->checkpoint,
+                         lower(in->checkpoint.config(), in->config, *find_target(opt.gpu),
+                               max_context, in->weight_dtype));
     const std::vector<int64_t> out = dec.generate(*prompt, opt.n);
     std::string line;
     for (int64_t id : out) line += (line.empty() ? "" : ",") + std::to_string(id);

@@ -76,4 +76,15 @@ bool check_device(const std::string& device) {
   return false;
 }
 
+std::optional<ModelInputs> open_model_inputs(const std::string& folder,
+                                             const std::string& config_path) {
+  auto config = load_schedule_config(config_path);
+  if (!config) return std::nullopt;
+  auto checkpoint = open_checkpoint(folder);
+  if (!checkpoint) return std::nullopt;
+  const auto dtype = checkpoint_weight_dtype(*checkpoint);
+  if (!dtype) return std::nullopt;
+  return ModelInputs{std::move(*config), std::move(*checkpoint), *dtype};
+}
+
 }  // namespace amk::cli

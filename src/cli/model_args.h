@@ -20,6 +20,16 @@ std::optional<ScheduleConfig> load_schedule_config(const std::string& path);
 // The dtype the checkpoint stores its embedding table in (F32, F16 or BF16), the WEIGHT dtype.
 std::optional<DType> checkpoint_weight_dtype(const Checkpoint& checkpoint);
 
+// Everything a model command starts from: the schedule, the checkpoint and its weight dtype.
+struct ModelInputs {
+  ScheduleConfig config;
+  Checkpoint checkpoint;
+  DType weight_dtype;
+};
+// The three loads above in order; the first failure has printed its message.
+std::optional<ModelInputs> open_model_inputs(const std::string& folder,
+                                             const std::string& config_path);
+
 // "cpu" runs on the ReferenceVM; "cuda" is refused until the CUDA VM exists.
 bool check_device(const std::string& device);
 
