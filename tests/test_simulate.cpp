@@ -17,20 +17,7 @@ int64_t add_nop(Program& p, int64_t counter, std::vector<Wait> waits = {},
   return static_cast<int64_t>(p.tasks.size()) - 1;
 }
 
-testing::DecoderGenOptions small_decoder() {
-  testing::DecoderGenOptions o;
-  o.layers = 2;
-  o.hidden = 64;
-  o.ffn = 128;
-  o.n_heads = 4;
-  o.n_kv_heads = 2;
-  o.head_dim = 16;
-  o.gemv_tile = 16;
-  o.attn_splits = 2;
-  o.vocab = 64;
-  o.lm_head_tile = 32;
-  return o;
-}
+testing::DecoderGenOptions small_decoder() { return testing::small_decoder_options(2); }
 
 // The writer sits behind a chain of NOPs; the reader reads its output with or without waiting.
 Program writer_reader(bool reader_waits) {

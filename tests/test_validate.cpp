@@ -1161,17 +1161,7 @@ void mutate(Program& p, std::mt19937_64& rng) {
 }
 
 TEST(ValidateRobustness, NeverThrowsOnRandomlyMutatedPrograms) {
-  testing::DecoderGenOptions o;
-  o.layers = 1;
-  o.hidden = 64;
-  o.ffn = 128;
-  o.n_heads = 4;
-  o.n_kv_heads = 2;
-  o.head_dim = 16;
-  o.gemv_tile = 16;
-  o.attn_splits = 2;
-  o.vocab = 64;
-  o.lm_head_tile = 32;
+  testing::DecoderGenOptions o = testing::small_decoder_options(1);
   o.num_sms = 8;
   const Program base = testing::make_decoder(o);
   ASSERT_TRUE(Clean(validate(base)));

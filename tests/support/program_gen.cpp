@@ -299,4 +299,19 @@ Program make_decoder(const DecoderGenOptions& o) {
   return std::move(b.p);
 }
 
+DecoderGenOptions small_decoder_options(int64_t layers) {
+  DecoderGenOptions o;
+  o.layers = layers;
+  o.hidden = 64;
+  o.ffn = 128;
+  o.n_heads = 4;
+  o.n_kv_heads = 2;
+  o.head_dim = 16;
+  o.gemv_tile = 16;
+  o.attn_splits = 2;
+  o.vocab = 64;
+  o.lm_head_tile = 32;
+  return o;
+}
+
 }  // namespace amk::testing

@@ -44,5 +44,7 @@ Program make_decoder(const DecoderGenOptions& options);
 // Tasks in one decoder layer, and the layer count giving about `tasks` tasks in all.
 int64_t decoder_tasks_per_layer(const DecoderGenOptions& options);
 DecoderGenOptions decoder_options_for_tasks(int64_t tasks, DecoderGenOptions base = {});
+// A tiny decoder (hidden 64, 4/2 heads, 16-wide tiles, 2-way split-KV) for fast tests.
+DecoderGenOptions small_decoder_options(int64_t layers);
 
 }  // namespace amk::testing
