@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -345,3 +346,27 @@ TEST(TensorStorage, FillToFloatsAndRoundToDtype) {
 }
 
 }  // namespace
+
+// from_floats takes a bit-trick fast path for BF16; it must agree with the general encoder
+// (set()) on every class of float: normals, subnormals, ties, overflow, infinities and NaNs.
+TEST(TensorBf16, FromFloatsFastPathMatchesSet) {
+  std::vector<float> v;
+  uint32_t state = 12345u;
+  for (int i = 0; i < 200000; ++i) {
+    state = state * 1664525u + 1013904223u;
+    v.push_back(std::bit_cast<float>(state));  // every exponent, NaNs and subnormals included
+  }
+  for (uint32_t bits : {0x00000000u, 0x80000000u, 0x00000001u, 0x7f7fffffu, 0x7f800000u,
+                        0xff800000u, 0x7fc00001u, 0x3f808000u, 0x3f818000u, 0x00008000u})
+    v.push_back(std::bit_cast<float>(bits));
+  const Tensor fast = Tensor::from_floats(DType::BF16, {int64_t(v.size())}, v);
+  Tensor slow = Tensor::zeros(DType::BF16, {int64_t(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) slow.set(int64_t(i), v[i]);
+  ASSERT_EQ(fast.bytes.size(), slow.bytes.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint16_t a, b;
+    std::memcpy(&a, fast.bytes.data() + 2 * i, 2);
+    std::memcpy(&b, slow.bytes.data() + 2 * i, 2);
+    ASSERT_EQ(a, b) << "float bits 0x" << std::hex << std::bit_cast<uint32_t>(v[i]);
+  }
+}

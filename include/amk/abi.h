@@ -1,4 +1,5 @@
-/* AMK on-device ABI (IR_SPEC §8), version 0.2.
+/* AMK on-device ABI (IR_SPEC §8), version 0.3 (0.2 + the on-device decode fields of
+ * amk_program_t, docs/CUDA_VM.md).
  *
  * The ONE header shared by host and device code. Plain C so nvcc, gcc and clang agree on every
  * byte: fixed-width fields, no pointers-to-member, no C++ types. The IR (include/amk/ir.h) mirrors
@@ -13,7 +14,7 @@
 #include <stdint.h>
 
 #define AMK_ABI_VERSION_MAJOR 0
-#define AMK_ABI_VERSION_MINOR 2
+#define AMK_ABI_VERSION_MINOR 3
 
 #define AMK_MAX_INPUTS 8
 #define AMK_MAX_OUTPUTS 4
@@ -132,6 +133,20 @@ typedef struct amk_program_t {
   int64_t scratch_bytes;
   volatile uint32_t* abort_flag; /* != 0: every CTA leaves its spin and exits */
   int32_t n_buffers, n_counters, n_instructions, n_sms;
+  /* ---- v0.3: epoch thresholds and on-device decode (docs/CUDA_VM.md) ----
+   * Counters are never reset between steps. Step e (e = epoch + s for the s-th step of this
+   * launch) waits for counters[c] >= e * counter_step_increment[c] + wait_threshold, where
+   * counter_step_increment[c] is the number of tasks signalling c in one step. */
+  const uint32_t* counter_step_increment; /* n_counters entries */
+  int32_t* token_history;    /* n_steps entries: next_token after each step; NULL: not recorded */
+  uint32_t epoch;            /* steps completed since the counters were last zeroed */
+  int32_t n_steps;           /* decode steps this launch runs back to back (>= 1) */
+  int32_t pos_buffer;        /* I32 [1] buffer holding the step position; -1: none */
+  int32_t next_token_buffer; /* I32 [1] buffer the sink writes; -1: none */
+  int32_t sink_instruction;  /* index into instructions: every task happens-before it; its CTA
+                                records token_history and advances *pos after it. -1: none
+                                (then n_steps must be 1) */
+  int32_t pad0;
 } amk_program_t;
 
 #ifdef __cplusplus
@@ -159,6 +174,9 @@ AMK_STATIC_ASSERT(offsetof(amk_instruction_t, wait_threshold) == 96,
 AMK_STATIC_ASSERT(offsetof(amk_instruction_t, out_counter) == 128, "amk_instruction_t.out_counter");
 AMK_STATIC_ASSERT(offsetof(amk_instruction_t, params) == 136, "amk_instruction_t.params");
 AMK_STATIC_ASSERT(sizeof(amk_instruction_t) == 224, "amk_instruction_t layout");
+AMK_STATIC_ASSERT(offsetof(amk_program_t, counter_step_increment) == 80,
+                  "amk_program_t v0.3 fields follow the v0.2 ones");
+AMK_STATIC_ASSERT(sizeof(amk_program_t) == 120, "amk_program_t layout");
 
 #undef AMK_STATIC_ASSERT
 

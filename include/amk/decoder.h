@@ -21,7 +21,25 @@ class DecodeError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-class ReferenceDecoder {
+// One decode loop over a lowered program, whatever runs it (ReferenceVM, CUDA VM). The oracle
+// and the benchmark talk to this interface only.
+class Decoder {
+ public:
+  virtual ~Decoder() = default;
+  virtual int64_t position() const = 0;
+  virtual int64_t max_context() const = 0;
+  virtual int64_t vocab_size() const = 0;
+  // Runs the step at position() on `token`, then advances. Returns the logits [vocab].
+  virtual std::vector<float> step(int64_t token) = 0;
+  // The argmax of the last step's logits (the program's SAMPLE_ARGMAX).
+  virtual int64_t last_next_token() const = 0;
+  // Back to position 0 with an empty (zero) KV cache.
+  virtual void reset() = 0;
+  // Greedy: feeds `prompt` (one step per token), then generates `n` tokens, each fed back.
+  virtual std::vector<int64_t> generate(std::span<const int64_t> prompt, int64_t n);
+};
+
+class ReferenceDecoder final : public Decoder {
  public:
   // `program` must be a lower() output for this checkpoint's config. Binds every WEIGHT buffer to
   // the tensor named by its source (shape checked, converted to the buffer's dtype), and every
@@ -29,19 +47,12 @@ class ReferenceDecoder {
   // amk/lowering.h). Throws DecodeError, or CheckpointError for a missing or misshapen tensor.
   ReferenceDecoder(const Checkpoint& checkpoint, Program program);
 
-  int64_t position() const { return position_; }
-  int64_t max_context() const { return max_context_; }
-  int64_t vocab_size() const { return vocab_; }
-
-  // Runs the step at position() on `token`, then advances. Returns the logits [vocab].
-  std::vector<float> step(int64_t token);
-  // The argmax of the last step's logits (the program's SAMPLE_ARGMAX).
-  int64_t last_next_token() const;
-  // Back to position 0 with an empty (zero) KV cache.
-  void reset();
-
-  // Greedy: feeds `prompt` (one step per token), then generates `n` tokens, each fed back.
-  std::vector<int64_t> generate(std::span<const int64_t> prompt, int64_t n);
+  int64_t position() const override { return position_; }
+  int64_t max_context() const override { return max_context_; }
+  int64_t vocab_size() const override { return vocab_; }
+  std::vector<float> step(int64_t token) override;
+  int64_t last_next_token() const override;
+  void reset() override;
 
   const ReferenceVM& vm() const { return vm_; }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "amk/checkpoint.h"
+#include "amk/decoder.h"
 #include "amk/ir.h"
 
 namespace amk {
@@ -48,5 +49,8 @@ struct OracleReport {
 // hold sequence_ids. Throws DecodeError / CheckpointError / OracleInputError.
 OracleReport run_oracle(const Checkpoint& checkpoint, const Program& program,
                         const ExpectedOutputs& expected, double tolerance = kOracleTolerance);
+// The same on any decoder (the CUDA VM's too); it is reset() first.
+OracleReport run_oracle(Decoder& decoder, const ExpectedOutputs& expected,
+                        double tolerance = kOracleTolerance);
 
 }  // namespace amk

@@ -30,11 +30,8 @@ struct CompileOptions {
 };
 
 int run_compile(const CompileOptions& opt) {
-  const GpuTarget* target = find_target(opt.gpu);
-  if (target == nullptr) {
-    std::cerr << "amk: unknown --gpu '" << opt.gpu << "'\n";
-    return kExitBadInput;
-  }
+  const GpuTarget* target = resolve_target(opt.gpu);  // prints why not
+  if (target == nullptr) return kExitBadInput;
   const auto in = open_model_inputs(opt.model_dir, opt.config);
   if (!in) return kExitBadInput;
   const ModelConfig& m = in->checkpoint.config();
@@ -100,7 +97,8 @@ void add_compile_command(CLI::App& app, Action& action) {
       "compile", "Lower a Hugging Face checkpoint's decode step to a validated program");
   cmd->add_option("model_dir", opt->model_dir, "Checkpoint folder (config.json + safetensors)")
       ->required();
-  cmd->add_option("--gpu", opt->gpu, "Built-in target (h100, h200, b200, a100, rtx5090)")
+  cmd->add_option("--gpu", opt->gpu,
+                  "Built-in target (h100, h200, b200, a100, rtx5090) or auto (this process's GPU)")
       ->capture_default_str();
   cmd->add_option("--config", opt->config, "ScheduleConfig JSON file (default: the defaults)");
   cmd->add_option("--max-context", opt->max_context,

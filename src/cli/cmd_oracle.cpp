@@ -1,5 +1,6 @@
-// `amk oracle MODEL_DIR --expected FILE --device cpu`: the whole-model correctness check against
-// transformers' outputs (amk/oracle.h). Exit 0 PASS, 1 FAIL, 2 invalid input.
+// `amk oracle MODEL_DIR --expected FILE [--device cpu|cuda] [--gpu h100|auto] [--weights
+// fp32|bf16]`: the whole-model correctness check against transformers' outputs (amk/oracle.h), on
+// the reference VM or the CUDA VM. Exit 0 PASS, 1 FAIL, 2 invalid input (or no usable CUDA).
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -9,6 +10,7 @@
 #include <numeric>
 #include <string>
 
+#include "amk/cuda_vm.h"
 #include "amk/decoder.h"
 #include "amk/lowering.h"
 #include "amk/oracle.h"
@@ -22,7 +24,7 @@ namespace {
 constexpr size_t kShownWorst = 5;
 
 struct OracleOptions {
-  std::string model_dir, expected, device = "cpu", config, gpu = "h100";
+  std::string model_dir, expected, device = "cpu", config, gpu = "h100", weights;
   double tolerance = kOracleTolerance;
 };
 
@@ -33,19 +35,32 @@ std::string ids_text(const std::vector<int64_t>& ids) {
 }
 
 int run_oracle_command(const OracleOptions& opt) {
-  if (!check_device(opt.device)) return kExitBadInput;
+  const bool on_cuda = opt.device == "cuda";
+  if (!check_device(opt.device, /*runs_cuda=*/true)) return kExitBadInput;
+  const GpuTarget* target = resolve_target(opt.gpu);
+  if (target == nullptr) return kExitBadInput;
   const auto in = open_model_inputs(opt.model_dir, opt.config);
   if (!in) return kExitBadInput;
+  const auto weight_dtype = resolve_weight_dtype(opt.weights, in->weight_dtype);
+  if (!weight_dtype) return kExitBadInput;
   OracleReport r;
   try {
     const ExpectedOutputs e = load_expected(opt.expected);
-    const Program p =
-        lower(in->checkpoint.config(), in->config, *find_target(opt.gpu),
-              int64_t(e.sequence_ids.size()), in->weight_dtype);
-    r = run_oracle(in->checkpoint, p, e, opt.tolerance);
+    Program p = lower(in->checkpoint.config(), in->config, *target,
+                      int64_t(e.sequence_ids.size()), *weight_dtype);
+    if (on_cuda) {
+      CudaDecoder decoder(in->checkpoint, std::move(p));
+      r = run_oracle(decoder, e, opt.tolerance);
+    } else {
+      r = run_oracle(in->checkpoint, p, e, opt.tolerance);
+    }
   } catch (const DecodeError& e) {
     std::cerr << "amk: " << e.what() << "\n";
     return kExitFailed;
+  } catch (const CudaVmError& e) {
+    // The loader refusing the program is the input's fault; a failed launch is a failure.
+    std::cerr << "amk: --device cuda: " << name_of(e.status()) << ": " << e.what() << "\n";
+    return e.status() == CudaStatus::Rejected ? kExitBadInput : kExitFailed;
   } catch (const std::exception& e) {
     std::cerr << "amk: invalid input: " << e.what() << "\n";
     return kExitBadInput;
@@ -82,6 +97,11 @@ void add_oracle_command(CLI::App& app, Action& action) {
       ->required();
   cmd->add_option("--device", opt->device, "cpu (reference VM) or cuda")->capture_default_str();
   cmd->add_option("--config", opt->config, "ScheduleConfig JSON file");
+  cmd->add_option("--gpu", opt->gpu,
+                  "Target to lower for: a built-in name or auto (the GPU this process sees)")
+      ->capture_default_str();
+  cmd->add_option("--weights", opt->weights,
+                  "WEIGHT dtype: fp32 or bf16 (default: the checkpoint's own)");
   cmd->add_option("--tolerance", opt->tolerance, "Largest relative logit error allowed")
       ->capture_default_str();
   cmd->callback([opt, &action] { action = [opt] { return run_oracle_command(*opt); }; });

@@ -26,5 +26,6 @@ void add_compile_command(CLI::App& app, Action& action);
 void add_run_command(CLI::App& app, Action& action);
 void add_oracle_command(CLI::App& app, Action& action);
 void add_make_model_command(CLI::App& app, Action& action);
+void add_bench_command(CLI::App& app, Action& action);
 
 }  // namespace amk::cli

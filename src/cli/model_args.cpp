@@ -1,9 +1,11 @@
 #include "cli/model_args.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
+#include "amk/cuda_vm.h"
 #include "amk/json.h"
 #include "amk/model_config.h"
 #include "amk/safetensors.h"
@@ -67,13 +69,73 @@ std::optional<DType> checkpoint_weight_dtype(const Checkpoint& ck) {
   }
 }
 
-bool check_device(const std::string& device) {
+bool check_device(const std::string& device, bool runs_cuda) {
   if (device == "cpu") return true;
-  if (device == "cuda")
-    std::cerr << "amk: CUDA VM not built yet; use --device cpu (the reference VM)\n";
-  else
+  if (device != "cuda") {
     std::cerr << "amk: unknown --device '" << device << "' (cpu or cuda)\n";
-  return false;
+    return false;
+  }
+  if (!runs_cuda) {
+    std::cerr << "amk: --device cuda: this command does not drive the CUDA VM yet; use --device "
+                 "cpu (the reference VM)\n";
+    return false;
+  }
+  const CudaAvailability a = cuda_availability();
+  if (!a.usable) {
+    std::cerr << "amk: --device cuda: " << a.message << "\n";
+    return false;
+  }
+  return true;
+}
+
+std::string auto_target_name() {
+  const CudaAvailability a = cuda_availability();
+  if (!a.usable) throw std::runtime_error("--gpu auto needs a usable GPU: " + a.message);
+  const GpuTarget* best = nullptr;
+  auto distance = [&](const GpuTarget& t) {
+    return std::llabs(static_cast<long long>(t.hbm_bytes - a.global_mem_bytes));
+  };
+  for (const GpuTarget& t : builtin_targets()) {
+    if (t.num_sms != a.sm_count) continue;
+    // The SM count alone cannot tell an H100 (80 GB) from an H200 (141 GB): the memory can.
+    if (best == nullptr || distance(t) < distance(*best)) best = &t;
+  }
+  if (best == nullptr) {
+    std::string names;
+    for (const GpuTarget& t : builtin_targets())
+      names += (names.empty() ? "" : ", ") + t.name + " (" + std::to_string(t.num_sms) + " SMs)";
+    throw std::runtime_error("--gpu auto: no built-in target has the " +
+                             std::to_string(a.sm_count) + " SMs of " + a.device_name +
+                             "; name one with --gpu (" + names + ")");
+  }
+  return best->name;
+}
+
+const GpuTarget* resolve_target(const std::string& name) {
+  std::string resolved = name;
+  if (name == "auto") {
+    try {
+      resolved = auto_target_name();
+    } catch (const std::exception& e) {
+      std::cerr << "amk: " << e.what() << "\n";
+      return nullptr;
+    }
+  }
+  const GpuTarget* target = find_target(resolved);
+  if (target == nullptr) {
+    std::string names;
+    for (const GpuTarget& t : builtin_targets()) names += (names.empty() ? "" : ", ") + t.name;
+    std::cerr << "amk: unknown --gpu '" << name << "' (built-in: " << names << ", or auto)\n";
+  }
+  return target;
+}
+
+std::optional<DType> resolve_weight_dtype(const std::string& weights, DType checkpoint_dtype) {
+  if (weights.empty()) return checkpoint_dtype;
+  if (weights == "fp32") return DType::F32;
+  if (weights == "bf16") return DType::BF16;
+  std::cerr << "amk: unknown --weights '" << weights << "' (fp32 or bf16)\n";
+  return std::nullopt;
 }
 
 std::optional<ModelInputs> open_model_inputs(const std::string& folder,

@@ -30,7 +30,22 @@ struct ModelInputs {
 std::optional<ModelInputs> open_model_inputs(const std::string& folder,
                                              const std::string& config_path);
 
-// "cpu" runs on the ReferenceVM; "cuda" is refused until the CUDA VM exists.
-bool check_device(const std::string& device);
+// "cpu" runs on the ReferenceVM. "cuda" is accepted only by a command that drives the CUDA VM
+// (`runs_cuda`) and only where cuda_availability() says it is usable; otherwise the message says
+// why (built without CUDA, no GPU, or the command has no CUDA path yet).
+bool check_device(const std::string& device, bool runs_cuda = false);
+
+// The built-in target of the GPU this process sees: the one with the device's SM count, the
+// closest in memory among those (h100 and h200 both have 132 SMs). Throws std::runtime_error
+// naming why when there is no usable GPU or no built-in target matches it.
+std::string auto_target_name();
+
+// A --gpu value: a built-in target name, or "auto" (auto_target_name()). Prints the reason and
+// returns nullptr when it names nothing.
+const GpuTarget* resolve_target(const std::string& name);
+
+// A --weights value: "fp32" or "bf16" -> that WEIGHT dtype; "" -> `checkpoint_dtype` (the
+// checkpoint's own). Prints the reason and returns nullopt for anything else.
+std::optional<DType> resolve_weight_dtype(const std::string& weights, DType checkpoint_dtype);
 
 }  // namespace amk::cli

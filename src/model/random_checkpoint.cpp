@@ -9,6 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <numbers>
 #include <stdexcept>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "amk/model_presets.h"
 #include "amk/safetensors_writer.h"
@@ -39,34 +42,70 @@ std::string_view torch_dtype(DType d) {
 }
 
 // splitmix64 and Box-Muller: fast, portable and reproducible across standard libraries
-// (std::normal_distribution's output is implementation-defined).
-class Normal {
+// (std::normal_distribution's output is implementation-defined). splitmix64 is counter based
+// (the n-th draw is a pure function of seed + n), so value g of the whole checkpoint's stream can
+// be computed without drawing the g before it: that is what lets several threads fill one chunk
+// and still write exactly the bytes a single sequential generator would.
+class NormalStream {
  public:
-  explicit Normal(uint64_t seed) : s_(seed) {}
-  double next() {
-    if (has_spare_) {
-      has_spare_ = false;
-      return spare_;
-    }
-    const double u1 = (double(bits() >> 11) + 1.0) * 0x1p-53;  // (0, 1]
-    const double u2 = double(bits() >> 11) * 0x1p-53;
+  explicit NormalStream(uint64_t seed) : seed_(seed) {}
+  // Values 2p and 2p + 1 of the stream: one Box-Muller pair from draws 2p and 2p + 1.
+  std::pair<double, double> pair(int64_t p) const {
+    const double u1 = (double(draw(2 * uint64_t(p)) >> 11) + 1.0) * 0x1p-53;  // (0, 1]
+    const double u2 = double(draw(2 * uint64_t(p) + 1) >> 11) * 0x1p-53;
     const double r = std::sqrt(-2.0 * std::log(u1));
-    spare_ = r * std::sin(2 * std::numbers::pi * u2);
-    has_spare_ = true;
-    return r * std::cos(2 * std::numbers::pi * u2);
+    return {r * std::cos(2 * std::numbers::pi * u2), r * std::sin(2 * std::numbers::pi * u2)};
   }
 
  private:
-  uint64_t bits() {
-    uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
+  uint64_t draw(uint64_t n) const {
+    uint64_t z = seed_ + (n + 1) * 0x9e3779b97f4a7c15ull;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
   }
-  uint64_t s_;
-  double spare_ = 0;
-  bool has_spare_ = false;
+  uint64_t seed_;
 };
+
+// Stream values [first, first + count) as center + 0.02 * N(0, 1), stored as `dtype` into `out`.
+void fill_values(const NormalStream& normal, int64_t first, int64_t count, double center,
+                 DType dtype, uint8_t* out) {
+  const int64_t width = dtype_nbytes(dtype, 1);
+  std::pair<double, double> cached{};
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t g = first + i;
+    if (i == 0 || g % 2 == 0) cached = normal.pair(g / 2);
+    const auto v = static_cast<float>(center + 0.02 * (g % 2 == 0 ? cached.first : cached.second));
+    uint8_t* dst = out + i * width;
+    if (dtype == DType::F32) {
+      std::memcpy(dst, &v, 4);
+    } else {
+      const uint16_t h = dtype == DType::BF16 ? float_to_bf16_bits(v) : float_to_f16_bits(v);
+      dst[0] = static_cast<uint8_t>(h);
+      dst[1] = static_cast<uint8_t>(h >> 8);
+    }
+  }
+}
+
+// The same, split over the machine's cores: an 8B checkpoint is 8e9 Box-Muller values, minutes
+// on one core. Every value depends only on its index, so the split cannot change a byte.
+void fill_values_parallel(const NormalStream& normal, int64_t first, int64_t count, double center,
+                          DType dtype, uint8_t* out) {
+  constexpr int64_t kMinPerThread = int64_t{1} << 16;
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t threads = std::clamp<int64_t>(count / kMinPerThread, 1, std::min<int64_t>(cores, 64));
+  if (threads == 1) return fill_values(normal, first, count, center, dtype, out);
+  const int64_t width = dtype_nbytes(dtype, 1);
+  const int64_t per = (count + threads - 1) / threads;
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t) {
+    const int64_t begin = t * per, n = std::min(per, count - begin);
+    if (n <= 0) break;
+    pool.emplace_back(fill_values, std::cref(normal), first + begin, n, center, dtype,
+                      out + begin * width);
+  }
+  for (std::thread& t : pool) t.join();
+}
 
 void write_text(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -118,11 +157,13 @@ void write_random_checkpoint(const std::filesystem::path& dir, std::string_view 
   write_text(dir / "generation_config.json", model_preset_generation_config(preset));
 
   const std::vector<CheckpointShard> shards = plan_shards(config, dtype, max_shard_bytes);
-  Normal normal(seed);
-  // Bounded memory: one chunk of values at a time, whatever the tensor's size.
-  constexpr int64_t kChunk = int64_t{1} << 20;
+  const NormalStream normal(seed);
+  // Bounded memory: one chunk of values at a time, whatever the tensor's size. `next_value` is
+  // the stream index of the chunk's first value: the stream runs on across tensors and shards.
+  constexpr int64_t kChunk = int64_t{1} << 22;
   std::vector<uint8_t> bytes;
   const int64_t width = dtype_nbytes(dtype, 1);
+  int64_t next_value = 0;
   for (const CheckpointShard& shard : shards) {
     std::vector<StTensorDecl> decls;
     for (const WeightSpec& w : shard.tensors) decls.push_back({w.name, st, w.shape});
@@ -132,17 +173,8 @@ void write_random_checkpoint(const std::filesystem::path& dir, std::string_view 
       for (int64_t done = 0, n = numel(w); done < n; done += kChunk) {
         const int64_t count = std::min(kChunk, n - done);
         bytes.resize(size_t(count * width));
-        for (int64_t i = 0; i < count; ++i) {
-          const auto v = static_cast<float>(center + 0.02 * normal.next());
-          uint8_t* out = &bytes[size_t(i * width)];
-          if (dtype == DType::F32) {
-            std::memcpy(out, &v, 4);
-          } else {
-            const uint16_t h = dtype == DType::BF16 ? float_to_bf16_bits(v) : float_to_f16_bits(v);
-            out[0] = static_cast<uint8_t>(h);
-            out[1] = static_cast<uint8_t>(h >> 8);
-          }
-        }
+        fill_values_parallel(normal, next_value, count, center, dtype, bytes.data());
+        next_value += count;
         writer.append(bytes);
       }
     }

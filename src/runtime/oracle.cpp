@@ -46,6 +46,11 @@ ExpectedOutputs load_expected(const std::filesystem::path& path) {
 OracleReport run_oracle(const Checkpoint& checkpoint, const Program& program,
                         const ExpectedOutputs& e, double tolerance) {
   ReferenceDecoder dec(checkpoint, program);
+  return run_oracle(dec, e, tolerance);
+}
+
+OracleReport run_oracle(Decoder& dec, const ExpectedOutputs& e, double tolerance) {
+  dec.reset();
   if (dec.vocab_size() != e.vocab)
     throw OracleInputError(
         fmt::format("expected logits have vocab {}, the model {}", e.vocab, dec.vocab_size()));

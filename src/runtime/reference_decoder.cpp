@@ -89,7 +89,7 @@ int64_t ReferenceDecoder::last_next_token() const {
   return vm_.buffer(next_id_).get_int(0);
 }
 
-std::vector<int64_t> ReferenceDecoder::generate(std::span<const int64_t> prompt, int64_t n) {
+std::vector<int64_t> Decoder::generate(std::span<const int64_t> prompt, int64_t n) {
   if (prompt.empty()) throw DecodeError("generate needs at least one prompt token");
   for (int64_t t : prompt) step(t);
   std::vector<int64_t> out;

@@ -7,7 +7,11 @@
 // 6 (I8) or 7 (I4), group-quantized weights (inputs [x, qW, scales(, zeros)], see quant.h).
 // GEMV deliberately ignores M_tile / m_off: the Python loader reuses GEMV's M_tile slot to carry
 // its prefetch depth.
+#include <algorithm>
+#include <exception>
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "vm/reference/ops/numeric.h"
@@ -21,6 +25,31 @@ namespace {
 std::string num(int64_t v) { return std::to_string(v); }
 
 bool is_fp_weight_code(int64_t qdtype) { return qdtype >= 0 && qdtype <= int64_t(DType::F8E5M2); }
+
+// A real model's tiles (an lm_head over the whole vocabulary, an 8B model's FFN) make a CPU
+// reference step take minutes on one core. Output rows are independent, so large tiles split
+// them over threads; each row's sum keeps its order, so the result is bit-identical to the
+// sequential loop whatever the thread count.
+void for_row_ranges(int64_t rows, int64_t work, const std::function<void(int64_t, int64_t)>& body) {
+  constexpr int64_t kWorkPerThread = int64_t{1} << 18;  // multiply-adds; less is not worth a thread
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t threads = std::min({cores, rows, std::max<int64_t>(1, work / kWorkPerThread)});
+  if (threads <= 1) return body(0, rows);
+  const int64_t per = (rows + threads - 1) / threads;
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads && t * per < rows; ++t)
+    pool.emplace_back([&, t] {
+      try {
+        body(t * per, std::min(rows, (t + 1) * per));
+      } catch (...) {
+        errors[size_t(t)] = std::current_exception();
+      }
+    });
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
 
 }  // namespace
 
@@ -114,19 +143,22 @@ void op_gemv_gemm(const OpContext& c) {
     return dequant_value(qd, load(W, n * K + k), load(c.input(2), g), has_zeros ? &zero : nullptr);
   };
 
-  // One weight row at a time (dequantized or widened once), so memory stays O(K) even for a
-  // whole-vocabulary tile.
+  // One weight row at a time (dequantized or widened once), so memory stays O(K) per thread even
+  // for a whole-vocabulary tile.
   const std::vector<double> xv = load_all(x);
-  std::vector<double> wrow(static_cast<size_t>(K));
   std::vector<double> result(static_cast<size_t>((m_end - m_begin) * N_tile));
-  for (int64_t j = 0; j < N_tile; ++j) {
-    for (int64_t k = 0; k < K; ++k) wrow[size_t(k)] = w(n_off + j, k);
-    for (int64_t r = m_begin; r < m_end; ++r) {
-      double acc = has_bias ? load(c.input(2), n_off + j) : 0.0;
-      for (int64_t k = 0; k < K; ++k) acc += xv[size_t(r * K + k)] * wrow[size_t(k)];
-      result[size_t((r - m_begin) * N_tile + j)] = acc;
+  const auto compute_rows = [&](int64_t j_begin, int64_t j_end) {
+    std::vector<double> wrow(static_cast<size_t>(K));
+    for (int64_t j = j_begin; j < j_end; ++j) {
+      for (int64_t k = 0; k < K; ++k) wrow[size_t(k)] = w(n_off + j, k);
+      for (int64_t r = m_begin; r < m_end; ++r) {
+        double acc = has_bias ? load(c.input(2), n_off + j) : 0.0;
+        for (int64_t k = 0; k < K; ++k) acc += xv[size_t(r * K + k)] * wrow[size_t(k)];
+        result[size_t((r - m_begin) * N_tile + j)] = acc;
+      }
     }
-  }
+  };
+  for_row_ranges(N_tile, N_tile * K * (m_end - m_begin), compute_rows);
   for (int64_t r = m_begin; r < m_end; ++r)
     for (int64_t j = 0; j < N_tile; ++j)
       store(out, r * out_cols + n_off + j, result[size_t((r - m_begin) * N_tile + j)]);

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Runs ON THE GPU MACHINE, from the repository root: every GPU-side check and benchmark of AMK in
+# one command that stays well inside the device's 10-minute limit.
+#
+#   scripts/gpu_check.sh [--prebuilt DIR] [--quick] [--budget SECONDS]
+#
+#   --prebuilt DIR  use DIR/amk and DIR/amk_gpu_tests (made here by scripts/gpu_pack.sh) instead
+#                   of building; the GPU machine has no network and no apt, so building there
+#                   works only if the Debian build deps (nlohmann-json3-dev libcli11-dev
+#                   libfmt-dev libgtest-dev) happen to be installed
+#   --quick         skip the llama-3.1-8b benchmark
+#   --budget S      total seconds for all steps (default 540); a step that no longer fits is
+#                   reported as SKIPPED, never silently dropped
+#
+# Steps: GPU info and clocks; the GPU tests; compute-sanitizer memcheck and racecheck on the
+# tiny-llama oracle (fp32, --device cuda); `amk bench` on llama-3.2-1b (+ torch peer),
+# qwen3-0.6b (+ torch peer) and llama-3.1-8b. Every step runs under `timeout`; a failure is
+# reported and the script goes on. Logs and JSON go to $OUT when it is set (the device tool
+# returns at most 8 files from it: bench-*.json, results.tsv, summary.txt and logs.tar.gz),
+# otherwise to ./gpu-check-out. Exit status: 0 when every step that ran passed, 1 otherwise.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+root=$PWD
+
+prebuilt="" quick=0 budget=540
+while (($#)); do
+  case "$1" in
+    --prebuilt) prebuilt="${2:?--prebuilt needs a directory}"; shift 2 ;;
+    --quick) quick=1; shift ;;
+    --budget) budget="${2:?--budget needs seconds}"; shift 2 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) echo "gpu_check: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+
+out="${OUT:-$root/gpu-check-out}"
+mkdir -p "$out"
+logs=$(mktemp -d /tmp/amk-gpu-check.XXXXXX)
+work=$(mktemp -d /tmp/amk-gpu-models.XXXXXX)
+start=$(date +%s)
+failed=0
+summary=()  # "step|verdict|detail" lines for the final table
+
+record() { summary+=("$1|$2|$3"); [[ "$2" == PASS || "$2" == SKIPPED* ]] || failed=1; }
+elapsed() { echo $(($(date +%s) - start)); }
+# Seconds a step may take: its own cap, or what is left of the budget (minus a margin for the
+# report), whichever is smaller. 0 means it no longer fits.
+allowance() {
+  local left=$((budget - $(elapsed) - 15))
+  if ((left < 20)); then echo 0; elif ((left < $1)); then echo "$left"; else echo "$1"; fi
+}
+# run_step NAME CAP_SECONDS CMD...: runs CMD under timeout, its output in $logs/NAME.log.
+run_step() {
+  local name=$1 cap=$2; shift 2
+  local limit; limit=$(allowance "$cap")
+  if ((limit == 0)); then echo "== $name: SKIPPED (time budget)"; return 125; fi
+  echo "== $name (up to ${limit}s): $*"
+  local t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" >"$logs/$name.log" 2>&1
+  local rc=$?
+  echo "   exit $rc after $((SECONDS - t0))s"
+  if ((rc != 0)); then
+    echo "   --- last lines of $name.log ---"; tail -n 15 "$logs/$name.log" | sed 's/^/   /'
+  elif [[ "$name" == bench-* ]]; then
+    tail -n 5 "$logs/$name.log" | sed 's/^/   /'  # the result table
+  fi
+  return "$rc"
+}
+verdict_of() {  # exit code -> verdict word
+  case "$1" in 0) echo PASS ;; 124|137) echo TIMEOUT ;; 125) echo "SKIPPED (time)" ;; *) echo "FAIL ($1)" ;; esac
+}
+
+# ---- the binaries ---------------------------------------------------------------------------
+if [[ -n "$prebuilt" ]]; then
+  bin=$(cd "$prebuilt" 2>/dev/null && pwd) || { echo "gpu_check: no directory '$prebuilt'" >&2; exit 2; }
+  for b in amk amk_gpu_tests; do
+    [[ -f "$bin/$b" ]] || { echo "gpu_check: $bin/$b is missing (run scripts/gpu_pack.sh here first)" >&2; exit 2; }
+    chmod +x "$bin/$b" 2>/dev/null || true
+  done
+else
+  echo "== building (no --prebuilt): needs cmake, nvcc and the Debian deps nlohmann-json3-dev"
+  echo "   libcli11-dev libfmt-dev libgtest-dev, which the GPU machine cannot install (no network)"
+  bin=$root/build-gpu-device
+  if ! run_step build 300 bash -c "cmake -S '$root' -B '$bin' -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_CUDA_ARCHITECTURES=90a -DAMK_BUILD_BENCH=OFF && cmake --build '$bin' -j\$(nproc) \
+        --target amk amk_gpu_tests"; then
+    echo "gpu_check: build failed; missing deps? build here with scripts/gpu_pack.sh and pass --prebuilt .gpu" >&2
+    tar czf "$out/logs.tar.gz" -C "$logs" . 2>/dev/null
+    exit 1
+  fi
+fi
+amk=$bin/amk
+
+# ---- the device -------------------------------------------------------------------------------
+echo "== device"
+nvidia-smi -L 2>&1 | tee "$logs/device.log"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,power.draw,temperature.gpu \
+  --format=csv 2>&1 | tee -a "$logs/device.log"
+
+# ---- GPU tests --------------------------------------------------------------------------------
+run_step gpu_tests 150 env AMK_SOURCE_DIR="$root" "$bin/amk_gpu_tests"
+rc=$?
+passed=$(grep -oE '\[  PASSED  \] [0-9]+' "$logs/gpu_tests.log" | grep -oE '[0-9]+$' || echo 0)
+nfailed=$(grep -oE '\[  FAILED  \] [0-9]+ test' "$logs/gpu_tests.log" | grep -oE '[0-9]+' || echo 0)
+skipped=$(grep -oE '\[  SKIPPED \] [0-9]+ test' "$logs/gpu_tests.log" | grep -oE '[0-9]+' || echo 0)
+record "gpu tests" "$(verdict_of $rc)" "${passed:-0} passed, ${nfailed:-0} failed, ${skipped:-0} skipped"
+
+# ---- compute-sanitizer on the tiny-llama oracle (fp32 weights) --------------------------------
+fixture=tests/data/fixtures/tiny-llama
+for tool in memcheck racecheck; do
+  if ! command -v compute-sanitizer >/dev/null; then record "$tool" "FAIL" "compute-sanitizer not found"; continue; fi
+  run_step "$tool" 90 compute-sanitizer --tool "$tool" --error-exitcode 99 \
+    "$amk" oracle "$fixture" --expected "$fixture/expected.safetensors" --device cuda --weights fp32
+  rc=$?
+  errors=$(grep -oE 'ERROR SUMMARY: [0-9]+' "$logs/$tool.log" | grep -oE '[0-9]+$' | tail -1)
+  oracle=$(grep -oE '^(PASS|FAIL)$' "$logs/$tool.log" | tail -1)
+  record "$tool" "$(verdict_of $rc)" "sanitizer errors: ${errors:-?}, oracle: ${oracle:-?}"
+done
+
+# ---- benchmarks -------------------------------------------------------------------------------
+# bench PRESET CAP EXTRA_ARGS...: the preset is generated under $work (deleted at the end).
+bench() {
+  local preset=$1 cap=$2; shift 2
+  run_step "bench-$preset" "$cap" "$amk" bench --preset "$preset" --preset-dir "$work/$preset" \
+    --json "$out/bench-$preset.json" --results "$out/results.tsv" --tag "gpu-check-$(date +%m%d)" "$@"
+  local rc=$?
+  local detail
+  detail=$(python3 - "$out/bench-$preset.json" <<'PY' 2>/dev/null
+import json, sys
+r = json.load(open(sys.argv[1]))
+if r.get("check") != "PASS":
+    print(f"check {r.get('check')}: {r.get('error', '')}"[:90]); sys.exit()
+peer = r.get("peer_us_per_token")
+s = f"{r['median_us_per_token']:.1f} us/token, {r['pct_of_floor']:.1f}% of floor ({r['floor_us']:.1f} us)"
+if "peer" in r:
+    s += f", peer {peer:.1f} us, speed-up {r['speedup']:.2f}x" if peer else ", peer failed"
+print(s)
+PY
+)
+  local verdict; verdict=$(verdict_of $rc)
+  # A peer that was asked for and did not run is a failed step too: the comparison is missing.
+  if [[ "$verdict" == PASS && "$detail" == *"peer failed"* ]]; then verdict="FAIL (peer)"; fi
+  record "bench $preset" "$verdict" "${detail:-no report}"
+  rm -rf "${work:?}/$preset"
+}
+bench llama-3.2-1b 200 --peer
+bench qwen3-0.6b 150 --peer
+if ((quick)); then
+  record "bench llama-3.1-8b" "SKIPPED (--quick)" "-"
+else
+  bench llama-3.1-8b 330 --check-steps 1
+fi
+
+# ---- the report -------------------------------------------------------------------------------
+{
+  echo
+  echo "gpu_check: $(elapsed)s on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
+  printf '%-20s %-16s %s\n' step verdict detail
+  printf '%-20s %-16s %s\n' ---- ------- ------
+  for line in "${summary[@]}"; do
+    IFS='|' read -r step verdict detail <<<"$line"
+    printf '%-20s %-16s %s\n' "$step" "$verdict" "$detail"
+  done
+  ((failed)) && echo "gpu_check: FAILED (see logs.tar.gz)" || echo "gpu_check: all steps passed"
+} | tee "$out/summary.txt"
+tar czf "$out/logs.tar.gz" -C "$logs" . 2>/dev/null
+rm -rf "$logs" "$work"
+exit "$failed"

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Runs HERE (the build machine, no GPU needed): builds `amk` and `amk_gpu_tests` for Hopper
+# (sm_90a, Release) into build-gpu/ and copies them into .gpu/, which .git/info/exclude keeps out
+# of git so it travels to the GPU machine only when a device run carries it. The GPU machine has
+# no network and no apt, so it cannot install the Debian build dependencies: build here, run
+# there with `scripts/gpu_check.sh --prebuilt .gpu`.
+#
+# Usage: scripts/gpu_pack.sh [-jN]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+jobs="-j$(nproc)"
+if [[ "${1:-}" == -j* ]]; then jobs="$1"; fi
+
+command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] ||
+  { echo "gpu_pack: nvcc not found: the CUDA toolkit is needed to build the GPU binaries" >&2; exit 1; }
+./scripts/setup.sh
+
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
+  -DAMK_BUILD_BENCH=OFF >build-gpu-configure.log 2>&1 ||
+  { cat build-gpu-configure.log; exit 1; }
+rm -f build-gpu-configure.log
+grep -q '^CMAKE_CUDA_COMPILER:.*nvcc' build-gpu/CMakeCache.txt ||
+  { echo "gpu_pack: CMake did not enable CUDA in build-gpu (the binaries would be stubs)" >&2; exit 1; }
+cmake --build build-gpu "$jobs" --target amk amk_gpu_tests
+
+# Keep .gpu/ out of git (and so out of the device's working tree unless carried).
+exclude=.git/info/exclude
+if [[ -d .git ]] && ! grep -qx '/.gpu/' "$exclude" 2>/dev/null; then
+  mkdir -p "$(dirname "$exclude")"
+  echo '/.gpu/' >>"$exclude"
+fi
+
+mkdir -p .gpu
+cp build-gpu/amk build-gpu/amk_gpu_tests .gpu/
+strip --strip-debug .gpu/amk .gpu/amk_gpu_tests 2>/dev/null || true
+
+# The GPU machine has the driver (libcuda) and a C++ runtime, nothing from Debian's -dev packages:
+# anything else dynamically linked would fail there.
+status=0
+for bin in .gpu/amk .gpu/amk_gpu_tests; do
+  extra=$(ldd "$bin" | awk '{print $1}' |
+          grep -vE '^(linux-vdso|/lib64/ld-linux|libc\.so|libm\.so|libstdc\+\+|libgcc_s|libdl|libpthread|librt|libcuda\.so)' || true)
+  if [[ -n "$extra" ]]; then
+    echo "gpu_pack: WARNING: $bin needs libraries the GPU machine may lack: ${extra//$'\n'/ }" >&2
+    status=1
+  fi
+done
+
+echo "gpu_pack: built for sm_90a (Release) into .gpu/:"
+ls -l .gpu/amk .gpu/amk_gpu_tests | awk '{printf "  %-22s %6.1f MiB\n", $9, $5 / 1048576}'
+du -sh .gpu | awk '{print "  total " $1 " (a device run carries at most 64 MiB)"}'
+echo "gpu_pack: next, on the GPU machine (carry .gpu): scripts/gpu_check.sh --prebuilt .gpu"
+exit "$status"

@@ -1,0 +1,629 @@
+// `amk bench MODEL_DIR | --preset NAME`: single-stream decode latency on the GPU, always paired
+// with a correctness verdict and the distance to the bandwidth floor (PROGRAM.md §6, §7).
+//
+// One run: (1) refuse without a usable GPU (exit 2, no numbers); (2) measure the device's
+// streaming-read ceiling; (3) count the bytes a decode step must move; (4) check the CUDA VM's
+// logits against the CPU reference on the same program (FAIL: exit 1, no latency); (5) time
+// greedy generation on the device in launches of --tokens-per-launch steps; (6) optionally run
+// the PyTorch peer (bench/peers/torch_llama.py) on the same checkpoint; (7) print the table,
+// write --json and append a results.tsv row.
+#include <fmt/format.h>
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "amk/cuda_vm.h"
+#include "amk/decoder.h"
+#include "amk/json.h"
+#include "amk/lowering.h"
+#include "amk/model_config.h"
+#include "amk/model_presets.h"
+#include "amk/random_checkpoint.h"
+#include "cli/commands.h"
+#include "cli/model_args.h"
+#include "cli/table.h"
+
+namespace amk::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// Logits agree when the largest error is this small relative to the largest reference logit
+// (BF16 weights, F32 accumulation in a different order than the reference's double sums) ...
+constexpr double kLogitTolerance = 1e-2;
+// ... and the argmax must match wherever the reference's top-1 leads its top-2 by more than this
+// (relative to max|ref|): a near-tie may legitimately flip under reordered sums.
+constexpr double kArgmaxMargin = 2e-2;
+
+struct BenchOptions {
+  std::string model_dir, preset, preset_dir, gpu = "auto", config, weights, json_path;
+  std::string results = "results.tsv", tag, peer_script, python = "python3";
+  int tokens = 256, warmup = 32, tokens_per_launch = 64, check_steps = 2;
+  int64_t context = 0;
+  bool peer = false;
+};
+
+// ---- the checkpoint -------------------------------------------------------------------------
+
+// A checkpoint folder that is deleted on scope exit when it was a temporary one.
+struct ModelFolder {
+  fs::path path;
+  bool temporary = false;
+  ModelFolder() = default;
+  ModelFolder(const ModelFolder&) = delete;
+  ModelFolder& operator=(const ModelFolder&) = delete;
+  ~ModelFolder() {
+    std::error_code ignored;
+    if (temporary) fs::remove_all(path, ignored);
+  }
+};
+
+// Written last into a generated preset folder: a folder without it is a half-written one (an
+// interrupted run) and is generated again rather than trusted.
+constexpr const char* kCompleteMarker = ".amk_bench_complete";
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Fills `folder` with preset `name` (BF16, seed 0), or reuses a complete earlier one in
+// --preset-dir. Returns false after printing why.
+bool prepare_preset(const BenchOptions& opt, ModelFolder& folder) {
+  std::string config_text;
+  try {
+    config_text = model_preset_config(opt.preset, "bfloat16");
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "amk: " << e.what() << "\n";
+    return false;
+  }
+  if (opt.preset_dir.empty()) {
+    folder.path = fs::temp_directory_path() / fmt::format("amk_bench_{}_{}", opt.preset, getpid());
+    folder.temporary = true;
+  } else {
+    folder.path = opt.preset_dir;
+    if (fs::exists(folder.path / kCompleteMarker) &&
+        read_text(folder.path / "config.json") == config_text) {
+      std::cout << fmt::format("model     reusing {} in {}\n", opt.preset, folder.path.string());
+      return true;
+    }
+  }
+  const auto start = Clock::now();
+  try {
+    fs::remove(folder.path / kCompleteMarker);
+    write_random_checkpoint(folder.path, opt.preset, DType::BF16, /*seed=*/0);
+    std::ofstream(folder.path / kCompleteMarker) << "ok\n";
+  } catch (const std::exception& e) {
+    std::cerr << "amk: cannot write preset '" << opt.preset << "' to '" << folder.path.string()
+              << "': " << e.what() << "\n";
+    return false;
+  }
+  std::cout << fmt::format("model     generated {} (BF16, random weights) in {:.1f} s\n",
+                           opt.preset,
+                           std::chrono::duration<double>(Clock::now() - start).count());
+  return true;
+}
+
+// ---- bytes per token ------------------------------------------------------------------------
+
+struct TrafficEstimate {
+  int64_t weight_bytes = 0;  // the floor: every weight byte a step must read once
+  int64_t kv_bytes = 0;      // KV cache rows read at the benchmark's mean position (informational)
+};
+
+// A weight read only by EMBED costs one row per token (the token's embedding); any other reader
+// (a GEMV, or an lm_head tied to the embedding) streams the whole tensor.
+TrafficEstimate estimate_traffic(const Program& p, int64_t mean_position) {
+  std::vector<bool> read_by_other(p.buffers.size(), false), read_by_embed(p.buffers.size(), false);
+  for (const Task& t : p.tasks)
+    for (int64_t in : t.inputs) {
+      if (in < 0 || size_t(in) >= p.buffers.size()) continue;
+      (t.op == Op::EMBED ? read_by_embed : read_by_other)[size_t(in)] = true;
+    }
+  TrafficEstimate e;
+  for (const Buffer& b : p.buffers) {
+    if (b.kind == BufferKind::WEIGHT) {
+      const bool embed_only = read_by_embed[size_t(b.id)] && !read_by_other[size_t(b.id)];
+      e.weight_bytes += embed_only && b.shape.size() == 2 ? dtype_nbytes(b.dtype, b.shape[1])
+                                                           : b.nbytes();
+    } else if (b.kind == BufferKind::KV_CACHE && !b.shape.empty() && b.shape[0] > 0) {
+      const int64_t row = b.numel() / b.shape[0];
+      const int64_t rows = std::min(mean_position + 1, b.shape[0]);
+      e.kv_bytes += dtype_nbytes(b.dtype, row * rows);
+    }
+  }
+  return e;
+}
+
+// ---- correctness ----------------------------------------------------------------------------
+
+struct StepCheck {
+  int64_t position = 0, token = 0;
+  double relative_error = 0;  // max|gpu - ref| / max|ref|
+  int64_t ref_argmax = -1, gpu_argmax = -1;
+  bool argmax_decisive = false;  // the reference's top-1 / top-2 gap exceeds the margin
+  bool pass = false;
+};
+
+int64_t argmax_of(const std::vector<float>& v) {
+  return std::max_element(v.begin(), v.end()) - v.begin();
+}
+
+StepCheck compare_logits(const std::vector<float>& ref, const std::vector<float>& gpu) {
+  StepCheck c;
+  if (ref.empty() || ref.size() != gpu.size()) return c;
+  double max_ref = 0, max_err = 0;
+  bool finite = true;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    max_ref = std::max(max_ref, std::abs(double(ref[i])));
+    const double err = std::abs(double(gpu[i]) - double(ref[i]));
+    if (!std::isfinite(double(gpu[i]))) finite = false;
+    max_err = std::max(max_err, err);
+  }
+  c.relative_error = max_ref > 0 ? max_err / max_ref : max_err;
+  c.ref_argmax = argmax_of(ref);
+  c.gpu_argmax = argmax_of(gpu);
+  double second = -INFINITY;
+  for (size_t i = 0; i < ref.size(); ++i)
+    if (int64_t(i) != c.ref_argmax) second = std::max(second, double(ref[i]));
+  c.argmax_decisive = double(ref[size_t(c.ref_argmax)]) - second > kArgmaxMargin * max_ref;
+  c.pass = finite && c.relative_error <= kLogitTolerance &&
+           (!c.argmax_decisive || c.gpu_argmax == c.ref_argmax);
+  return c;
+}
+
+// A fixed prompt, spread over the vocabulary so different embedding rows are exercised.
+std::vector<int64_t> check_prompt(int n, int64_t vocab) {
+  std::vector<int64_t> prompt;
+  for (int i = 0; i < n; ++i) prompt.push_back((1 + int64_t{7919} * i) % vocab);
+  return prompt;
+}
+
+// ---- the peer -------------------------------------------------------------------------------
+
+struct PeerResult {
+  bool ran = false;
+  double us_per_token = 0;
+  std::string error;
+  nlohmann::json report;
+};
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// The script named by --peer-script, else bench/peers/torch_llama.py under $AMK_SOURCE_DIR, the
+// current directory, or the source tree above this binary (build dirs sit in the repo root).
+std::optional<fs::path> find_peer_script(const BenchOptions& opt) {
+  if (!opt.peer_script.empty()) return fs::path(opt.peer_script);
+  const fs::path rel = fs::path("bench") / "peers" / "torch_llama.py";
+  std::vector<fs::path> roots;
+  if (const char* src = std::getenv("AMK_SOURCE_DIR")) roots.emplace_back(src);
+  roots.push_back(fs::current_path());
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec)
+    for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path();
+         dir = dir.parent_path())
+      roots.push_back(dir);
+  for (const fs::path& r : roots)
+    if (fs::exists(r / rel)) return r / rel;
+  return std::nullopt;
+}
+
+PeerResult run_peer(const BenchOptions& opt, const fs::path& model_dir, int tokens) {
+  PeerResult r;
+  const auto script = find_peer_script(opt);
+  if (!script) {
+    r.error = "bench/peers/torch_llama.py not found (set AMK_SOURCE_DIR or --peer-script)";
+    return r;
+  }
+  const fs::path out =
+      fs::temp_directory_path() / fmt::format("amk_bench_peer_{}.json", getpid());
+  const std::string cmd = fmt::format(
+      "{} {} --model-dir {} --tokens {} --warmup {} --json {}", opt.python,
+      shell_quote(script->string()), shell_quote(model_dir.string()), tokens,
+      std::max(opt.warmup, 1), shell_quote(out.string()));
+  std::cout << "peer      " << cmd << "\n" << std::flush;
+  const int status = std::system(cmd.c_str());
+  const int code = status == -1 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  if (code != 0) {
+    r.error = fmt::format("the peer exited with status {}", code);
+    return r;
+  }
+  try {
+    r.report = nlohmann::json::parse(read_text(out));
+    r.us_per_token = r.report.at("ms_per_token").get<double>() * 1e3;
+    r.ran = r.us_per_token > 0;
+    if (!r.ran) r.error = "the peer reported no time";
+  } catch (const std::exception& e) {
+    r.error = std::string("cannot read the peer's JSON: ") + e.what();
+  }
+  std::error_code ignored;
+  fs::remove(out, ignored);
+  return r;
+}
+
+// ---- reporting ------------------------------------------------------------------------------
+
+double median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// FNV-1a of the ScheduleConfig's canonical JSON: the schedule_or_kernel_id of the row.
+std::string config_id(const ScheduleConfig& config) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : config_to_json(config)) h = (h ^ c) * 0x100000001b3ull;
+  return fmt::format("sched-{:016x}", h);
+}
+
+constexpr const char* kResultsHeader =
+    "experiment\ttag\tloop\tmodel\tgpu\tregime\tkept\tcorrectness\tlatency_us\t"
+    "pct_of_roofline\tschedule_or_kernel_id\tdescription";
+
+struct ResultsRow {
+  std::string tag, model, gpu, correctness, schedule_id, description;
+  std::optional<double> latency_us, pct_of_roofline;
+};
+
+std::string no_tabs(std::string s) {
+  std::replace(s.begin(), s.end(), '\t', ' ');
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  return s;
+}
+
+// Appends one PROGRAM.md §6 row; the header first when the file is new or empty. The experiment
+// id counts on from the rows already there.
+bool append_results_row(const fs::path& path, const ResultsRow& row) {
+  int64_t rows = 0;
+  bool has_header = false;
+  {
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      if (line.rfind("experiment\t", 0) == 0) has_header = true;
+      else ++rows;
+    }
+  }
+  std::ofstream out(path, std::ios::app);
+  if (!has_header) out << kResultsHeader << "\n";
+  // Never a latency without a PASS (§7): the caller's row has none then, and this enforces it.
+  const bool pass = row.correctness == "PASS";
+  out << rows + 1 << "\t" << no_tabs(row.tag) << "\t2\t" << no_tabs(row.model) << "\t"
+      << no_tabs(row.gpu) << "\tsingle-stream\tkeep\t" << row.correctness << "\t"
+      << (pass && row.latency_us ? fmt::format("{:.2f}", *row.latency_us) : "") << "\t"
+      << (pass && row.pct_of_roofline ? fmt::format("{:.1f}", *row.pct_of_roofline) : "") << "\t"
+      << row.schedule_id << "\t" << no_tabs(row.description) << "\n";
+  return bool(out);
+}
+
+std::string params_text(int64_t n) {
+  if (n >= 1'000'000'000) return fmt::format("{:.2f} B", double(n) / 1e9);
+  if (n >= 1'000'000) return fmt::format("{:.1f} M", double(n) / 1e6);
+  return fmt::format("{:.1f} K", double(n) / 1e3);
+}
+
+// ---- the command ----------------------------------------------------------------------------
+
+struct Measurement {
+  std::vector<double> us_per_token;  // one per timed launch
+  int64_t tokens = 0;
+};
+
+int fail_usage(const std::string& why) {
+  std::cerr << "amk: bench: " << why << "\n";
+  return kExitBadInput;
+}
+
+int run_bench(const BenchOptions& opt) {
+  // Progress lines reach a log file even when a time box kills the run mid-way.
+  std::cout << std::unitbuf;
+  if (opt.model_dir.empty() == opt.preset.empty())
+    return fail_usage("name a checkpoint folder or --preset NAME (exactly one)");
+  if (opt.tokens < 1 || opt.warmup < 0 || opt.tokens_per_launch < 1 || opt.check_steps < 1)
+    return fail_usage("--tokens, --tokens-per-launch and --check-steps must be >= 1, --warmup >= 0");
+
+  // (1) No GPU, no numbers: say why and stop before anything is generated or measured.
+  const CudaAvailability gpu = cuda_availability();
+  if (!gpu.usable) {
+    std::cerr << "amk: bench: no usable GPU: " << gpu.message << "\n";
+    return kExitBadInput;
+  }
+  const GpuTarget* target = resolve_target(opt.gpu);
+  if (target == nullptr) return kExitBadInput;
+  std::cout << fmt::format("device    {} ({} SMs, sm_{}{}), target {}\n", gpu.device_name,
+                           gpu.sm_count, gpu.cc_major, gpu.cc_minor, target->name);
+
+  ModelFolder folder;
+  if (!opt.preset.empty()) {
+    if (!prepare_preset(opt, folder)) return kExitBadInput;
+  } else {
+    folder.path = opt.model_dir;
+  }
+  auto in = open_model_inputs(folder.path.string(), opt.config);
+  if (!in) return kExitBadInput;
+  // BF16 weights unless asked otherwise: the dtype the GPU path is built and judged for.
+  const auto weight_dtype = resolve_weight_dtype(opt.weights.empty() ? "bf16" : opt.weights,
+                                                 in->weight_dtype);
+  if (!weight_dtype) return kExitBadInput;
+  const ModelConfig& model = in->checkpoint.config();
+  const std::string model_name =
+      !opt.preset.empty() ? opt.preset : fs::absolute(folder.path).lexically_normal().filename().string();
+
+  // Launch plan: warm-up launches, then enough timed launches for --tokens, all from position 0
+  // in one KV cache, so the program's context must hold every step.
+  const int tpl = opt.tokens_per_launch;
+  const int warm_launches = (opt.warmup + tpl - 1) / tpl;
+  const int timed_launches = (opt.tokens + tpl - 1) / tpl;
+  const int64_t steps_needed =
+      std::max<int64_t>(opt.check_steps, int64_t(warm_launches + timed_launches) * tpl);
+  int64_t max_context = opt.context;
+  if (max_context == 0) max_context = (steps_needed + 255) / 256 * 256;
+  if (max_context < steps_needed)
+    return fail_usage(fmt::format("--context {} is shorter than the {} steps the run needs "
+                                  "(warm-up and timed launches of {} tokens)",
+                                  max_context, steps_needed, tpl));
+  if (model.max_position_embeddings > 0)
+    max_context = std::min(max_context, std::max(model.max_position_embeddings, steps_needed));
+
+  Program program;
+  try {
+    program = lower(model, in->config, *target, max_context, *weight_dtype);
+  } catch (const std::exception& e) {
+    std::cerr << "amk: bench: cannot lower '" << folder.path.string() << "': " << e.what() << "\n";
+    return kExitBadInput;
+  }
+
+  // (2) + (3) The floor: the bytes a step must move over the measured read ceiling.
+  const int64_t mean_position = int64_t(warm_launches) * tpl + int64_t(timed_launches) * tpl / 2;
+  const TrafficEstimate traffic = estimate_traffic(program, mean_position);
+  double ceiling_gbs = 0;
+  try {
+    ceiling_gbs = cuda_stream_read_gbs();
+  } catch (const std::exception& e) {
+    std::cerr << "amk: bench: cannot measure the read ceiling: " << e.what() << "\n";
+    return kExitFailed;
+  }
+  const double floor_us = double(traffic.weight_bytes) / ceiling_gbs * 1e-3;
+  const double floor_kv_us = double(traffic.weight_bytes + traffic.kv_bytes) / ceiling_gbs * 1e-3;
+  std::cout << fmt::format(
+      "floor     {:.1f} MB of weights per token ({:.1f} MB KV at position {}) / {:.0f} GB/s "
+      "measured = {:.1f} us ({:.1f} us with KV)\n",
+      double(traffic.weight_bytes) / 1e6, double(traffic.kv_bytes) / 1e6, mean_position,
+      ceiling_gbs, floor_us, floor_kv_us);
+
+  ResultsRow row;
+  row.tag = opt.tag.empty() ? fmt::format("bench-{}-{}", model_name, target->name) : opt.tag;
+  row.model = model_name;
+  row.gpu = target->name;
+  row.schedule_id = config_id(in->config);
+
+  nlohmann::ordered_json report;
+  report["model"] = model_name;
+  report["model_dir"] = folder.temporary ? "" : folder.path.string();
+  report["params"] = parameter_count(model);
+  report["weight_dtype"] = std::string(name_of(*weight_dtype));
+  report["weight_bytes"] = program.total_weight_bytes();
+  report["floor_weight_bytes"] = traffic.weight_bytes;
+  report["kv_bytes_at_mean_position"] = traffic.kv_bytes;
+  report["mean_position"] = mean_position;
+  report["device"] = gpu.device_name;
+  report["target"] = target->name;
+  report["ceiling_gbs"] = ceiling_gbs;
+  report["floor_us"] = floor_us;
+  report["floor_with_kv_us"] = floor_kv_us;
+  report["max_context"] = max_context;
+  report["schedule_id"] = row.schedule_id;
+  const auto write_json = [&] {
+    if (opt.json_path.empty()) return;
+    std::ofstream(opt.json_path) << report.dump(2) << "\n";
+  };
+  const auto log_failure = [&](const std::string& correctness, const std::string& why) {
+    row.correctness = correctness;
+    row.description = "amk bench: " + why;
+    report["check"] = correctness;
+    report["error"] = why;
+    write_json();
+    if (!append_results_row(opt.results, row))
+      std::cerr << "amk: bench: cannot append to '" << opt.results << "'\n";
+  };
+  const auto status_label = [](CudaStatus s) {
+    return s == CudaStatus::Timeout ? "TIMEOUT" : s == CudaStatus::Rejected ? "REJECTED" : "CRASH";
+  };
+
+  // (4) Correctness first: the same program on the CPU reference and on the GPU.
+  Measurement m;
+  PeerResult peer;
+  std::vector<StepCheck> checks;
+  try {
+    CudaDecoder cuda(in->checkpoint, program);
+    cuda.tokens_per_launch = tpl;
+    {
+      const auto start = Clock::now();
+      ReferenceDecoder reference(in->checkpoint, program);
+      const std::vector<int64_t> prompt = check_prompt(opt.check_steps, cuda.vocab_size());
+      for (int64_t token : prompt) {
+        StepCheck c = compare_logits(reference.step(token), cuda.step(token));
+        c.position = int64_t(checks.size());
+        c.token = token;
+        checks.push_back(c);
+        std::cout << fmt::format(
+            "check     position {} token {}: max|gpu - ref| / max|ref| = {:.2e}, argmax {} vs {}{}"
+            ": {}\n",
+            c.position, c.token, c.relative_error, c.gpu_argmax, c.ref_argmax,
+            c.argmax_decisive ? "" : " (near-tie, not compared)", c.pass ? "ok" : "MISMATCH");
+      }
+      std::cout << fmt::format("check     {} steps on the CPU reference in {:.1f} s\n",
+                               checks.size(),
+                               std::chrono::duration<double>(Clock::now() - start).count());
+    }
+    nlohmann::json steps = nlohmann::json::array();
+    for (const StepCheck& c : checks)
+      steps.push_back({{"position", c.position}, {"token", c.token},
+                       {"relative_error", c.relative_error}, {"ref_argmax", c.ref_argmax},
+                       {"gpu_argmax", c.gpu_argmax}, {"argmax_compared", c.argmax_decisive},
+                       {"pass", c.pass}});
+    report["check_steps"] = steps;
+    const bool pass = std::all_of(checks.begin(), checks.end(), [](const StepCheck& c) { return c.pass; });
+    if (!pass) {
+      std::cout << "FAIL\n";
+      log_failure("FAIL", fmt::format("CUDA logits differ from the CPU reference beyond {:g} "
+                                      "(or a decisive argmax differs); no latency reported",
+                                      kLogitTolerance));
+      return kExitFailed;
+    }
+
+    // (5) Timing: whole launches of greedy steps with no host round trip inside a launch.
+    cuda.reset();
+    int64_t token = check_prompt(1, cuda.vocab_size())[0];
+    for (int launch = 0; launch < warm_launches + timed_launches; ++launch) {
+      const auto start = Clock::now();
+      const std::vector<int32_t> out = cuda.generate_on_device(token, tpl);
+      const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+      if (out.size() != size_t(tpl))
+        throw DecodeError(fmt::format("a launch of {} steps returned {} tokens", tpl, out.size()));
+      token = out.back();
+      if (launch >= warm_launches) {
+        m.us_per_token.push_back(us / tpl);
+        m.tokens += tpl;
+      }
+    }
+  } catch (const CudaVmError& e) {
+    std::cerr << "amk: bench: " << name_of(e.status()) << ": " << e.what() << "\n";
+    log_failure(status_label(e.status()), fmt::format("{}: {}", name_of(e.status()), e.what()));
+    return e.status() == CudaStatus::Rejected ? kExitBadInput : kExitFailed;
+  } catch (const std::exception& e) {  // DecodeError, CheckpointError
+    std::cerr << "amk: bench: " << e.what() << "\n";
+    log_failure("CRASH", e.what());
+    return kExitFailed;
+  }
+
+  const double median_us = median(m.us_per_token);
+  const double pct_floor = floor_us / median_us * 100;
+  // PROGRAM.md §6's column: the spec-sheet floor of all weight bytes (the embedding included).
+  const double pct_roofline =
+      target->bandwidth_bound_us(program.total_weight_bytes()) / median_us * 100;
+
+  // (6) The peer runs after our VM has released the GPU.
+  if (opt.peer) {
+    peer = run_peer(opt, folder.path, int(m.tokens));
+    if (!peer.ran) std::cerr << "amk: bench: peer failed: " << peer.error << "\n";
+  }
+  const double speedup = peer.ran ? peer.us_per_token / median_us : NAN;
+
+  // (7) The table, the JSON and the results row.
+  Table table({"model", "params", "weights GB", "device", "ceiling GB/s", "floor µs", "µs/token",
+               "tok/s", "% floor", "peer µs/token", "speed-up", "check"},
+              {Table::Align::Left, Table::Align::Right, Table::Align::Right, Table::Align::Left,
+               Table::Align::Right, Table::Align::Right, Table::Align::Right, Table::Align::Right,
+               Table::Align::Right, Table::Align::Right, Table::Align::Right, Table::Align::Left});
+  table.add_row({model_name, params_text(parameter_count(model)),
+                 fmt::format("{:.2f}", double(program.total_weight_bytes()) / 1e9), target->name,
+                 fmt::format("{:.0f}", ceiling_gbs), fmt::format("{:.1f}", floor_us),
+                 fmt::format("{:.1f}", median_us), fmt::format("{:.1f}", 1e6 / median_us),
+                 pct_floor >= 1 ? fmt::format("{:.1f}", pct_floor) : fmt::format("{:.2g}", pct_floor),
+                 peer.ran ? fmt::format("{:.1f}", peer.us_per_token) : opt.peer ? "failed" : "-",
+                 peer.ran ? fmt::format("{:.2f}x", speedup) : "-", "PASS"});
+  std::cout << "\n" << table.render() << "\n";
+  std::cout << fmt::format("{} tokens in {} launches of {} (after {} warm-up launches), median "
+                           "over launches; floor = weight bytes / measured read ceiling\n",
+                           m.tokens, timed_launches, tpl, warm_launches);
+
+  report["check"] = "PASS";
+  report["tokens"] = m.tokens;
+  report["warmup_launches"] = warm_launches;
+  report["tokens_per_launch"] = tpl;
+  report["us_per_token_per_launch"] = m.us_per_token;
+  report["median_us_per_token"] = median_us;
+  report["tokens_per_s"] = 1e6 / median_us;
+  report["pct_of_floor"] = pct_floor;
+  report["pct_of_roofline_spec"] = pct_roofline;
+  if (opt.peer) {
+    nlohmann::json p = peer.report.is_null() ? nlohmann::json::object() : peer.report;
+    if (!peer.ran) p["error"] = peer.error;
+    report["peer"] = p;
+    report["peer_us_per_token"] = peer.ran ? nlohmann::json(peer.us_per_token) : nlohmann::json();
+    report["speedup"] = peer.ran ? nlohmann::json(speedup) : nlohmann::json();
+  }
+  write_json();
+
+  row.correctness = "PASS";
+  row.latency_us = median_us;
+  row.pct_of_roofline = pct_roofline;
+  row.description = fmt::format(
+      "amk bench {} {}: {} tok in launches of {}; {:.1f}% of the measured floor ({:.1f} us at "
+      "{:.0f} GB/s){}",
+      model_name, name_of(*weight_dtype), m.tokens, tpl, pct_floor, floor_us, ceiling_gbs,
+      peer.ran ? fmt::format("; torch peer {:.1f} us/token, speed-up {:.2f}x", peer.us_per_token,
+                             speedup)
+               : "");
+  if (!append_results_row(opt.results, row))
+    std::cerr << "amk: bench: cannot append to '" << opt.results << "'\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, Action& action) {
+  auto opt = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Time single-stream decode on the GPU, checked against the CPU reference first");
+  std::string names;
+  for (std::string_view n : model_preset_names())
+    names += (names.empty() ? "" : ", ") + std::string(n);
+  cmd->add_option("model_dir", opt->model_dir, "Checkpoint folder (or use --preset)");
+  cmd->add_option("--preset", opt->preset,
+                  "Generate a random BF16 checkpoint of this shape first: " + names);
+  cmd->add_option("--preset-dir", opt->preset_dir,
+                  "Keep the generated preset here (and reuse it on the next run)");
+  cmd->add_option("--gpu", opt->gpu, "Built-in target (h100, h200, ...) or auto")
+      ->capture_default_str();
+  cmd->add_option("--config", opt->config, "ScheduleConfig JSON file");
+  cmd->add_option("--weights", opt->weights, "WEIGHT dtype: bf16 (default) or fp32");
+  cmd->add_option("--tokens", opt->tokens, "Timed tokens (at least)")->capture_default_str();
+  cmd->add_option("--warmup", opt->warmup, "Warm-up tokens, rounded up to whole launches")
+      ->capture_default_str();
+  cmd->add_option("--tokens-per-launch", opt->tokens_per_launch,
+                  "Greedy steps per megakernel launch")
+      ->capture_default_str();
+  cmd->add_option("--context", opt->context,
+                  "KV cache length of the program (default: the run's steps, rounded up to 256)");
+  cmd->add_option("--check-steps", opt->check_steps,
+                  "Decode steps compared against the CPU reference before timing")
+      ->capture_default_str();
+  cmd->add_option("--json", opt->json_path, "Write the full report here");
+  cmd->add_option("--results", opt->results, "results.tsv to append a row to")
+      ->capture_default_str();
+  cmd->add_option("--tag", opt->tag, "Campaign tag of the results row");
+  cmd->add_flag("--peer", opt->peer, "Also time the PyTorch peer (bench/peers/torch_llama.py)");
+  cmd->add_option("--peer-script", opt->peer_script, "The peer script (default: found in the repo)");
+  cmd->add_option("--python", opt->python, "Python interpreter for the peer")
+      ->capture_default_str();
+  cmd->callback([opt, &action] { action = [opt] { return run_bench(*opt); }; });
+}
+
+}  // namespace amk::cli

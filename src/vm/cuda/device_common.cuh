@@ -1,0 +1,78 @@
+// What every device instruction sees: the OpContext, the consumer-only barrier, typed buffer
+// access and the step position. Header-only: the whole megakernel is one translation unit
+// (src/vm/cuda/megakernel.cu includes every op), so no relocatable device code is needed.
+//
+// Threads: a CTA is `n_threads` consumer threads (warps 0 .. n_threads/32 - 1) plus ONE producer
+// warp (the last) that streams GEMV weight tiles into the shared-memory ring (weight_ring.cuh).
+// Ops run on the consumer threads only, so they synchronise with consumer_sync() (named barrier
+// 1 over the consumer threads), NEVER __syncthreads(), which would wait for the producer warp.
+#pragma once
+
+#include <cstdint>
+
+#include "amk/abi.h"
+
+namespace amk::cuda {
+
+struct WeightRing;  // weight_ring.cuh
+
+struct OpContext {
+  const amk_program_t* prog;
+  const amk_instruction_t* inst;
+  float* scratch;     // op scratch in dynamic shared memory, 16-byte aligned
+  int scratch_bytes;  // >= what MegakernelLayout::scratch_bytes promised (see megakernel.h)
+  int tid;            // 0 .. n_threads - 1
+  int n_threads;      // consumer threads, a multiple of 32, >= 64
+  int32_t pos;        // the step position (*pos_buffer), -1 when the program has none
+  WeightRing* ring;   // GEMV family: where the producer warp delivers this task's weights
+  int32_t queue_index;  // this instruction's index in the CTA's queue (the ring's sequence)
+};
+
+// Barrier over the consumer threads only (named barrier 1; barrier 0 is __syncthreads).
+__device__ __forceinline__ void consumer_sync(int n_threads) {
+  asm volatile("bar.sync 1, %0;" ::"r"(n_threads) : "memory");
+}
+
+__device__ __forceinline__ const amk_buffer_t& in_buf(const OpContext& c, int i) {
+  return c.prog->buffers[c.inst->inputs[i]];
+}
+__device__ __forceinline__ const amk_buffer_t& out_buf(const OpContext& c, int i) {
+  return c.prog->buffers[c.inst->outputs[i]];
+}
+
+// bf16 <-> f32 without cuda_bf16.h's host/device split: bf16 is the top half of an f32.
+__device__ __forceinline__ float bf16_bits_to_float(uint16_t b) {
+  return __uint_as_float(uint32_t(b) << 16);
+}
+__device__ __forceinline__ uint16_t float_to_bf16_bits(float f) {  // round to nearest even
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // NaN stays NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+// Element i of a float buffer (F32 or BF16; other float dtypes are refused by the loader).
+__device__ __forceinline__ float load_f(const amk_buffer_t& b, int64_t i) {
+  if (b.dtype == AMK_DTYPE_BF16) return bf16_bits_to_float(static_cast<const uint16_t*>(b.ptr)[i]);
+  return static_cast<const float*>(b.ptr)[i];
+}
+__device__ __forceinline__ void store_f(const amk_buffer_t& b, int64_t i, float v) {
+  if (b.dtype == AMK_DTYPE_BF16)
+    static_cast<uint16_t*>(b.ptr)[i] = float_to_bf16_bits(v);
+  else
+    static_cast<float*>(b.ptr)[i] = v;
+}
+// Element i of an integer buffer (I32; the loader refuses other integer dtypes for ids).
+__device__ __forceinline__ int32_t load_i32(const amk_buffer_t& b, int64_t i) {
+  return static_cast<const int32_t*>(b.ptr)[i];
+}
+
+// An op found its operands inconsistent (a loader bug, since validate() and the loader check
+// shapes): record the first error and abort the whole launch instead of computing garbage.
+// The host reports it as OP_ERROR with the instruction index.
+__device__ __forceinline__ void op_fail(const OpContext& c, int code) {
+  // The abort flag doubles as the error channel: 1 = watchdog, 0x100 + code = op error.
+  atomicCAS(const_cast<uint32_t*>(c.prog->abort_flag), 0u, 0x100u + uint32_t(code));
+}
+
+}  // namespace amk::cuda

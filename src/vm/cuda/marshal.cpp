@@ -1,0 +1,417 @@
+// Program -> ABI tables (marshal.h). Every refusal happens here, on the CPU, before any device
+// memory is touched: what the megakernel receives is always something it has code for.
+#include "vm/cuda/marshal.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "vm/cuda/ops/scratch.h"
+
+namespace amk::cuda {
+
+namespace {
+
+constexpr int64_t kArenaAlignment = 256;   // cudaMalloc's alignment: every arena slot keeps it
+constexpr int kDefaultChunkBytes = 32768;  // one ring stage when every weight row fits
+constexpr int kRingBookkeepingBytes = 64;  // megakernel_smem_bytes()'s fixed tail
+constexpr int kMbarrierBytesPerStage = 16;  // full + empty mbarrier
+// The floor for every op: the reductions (block_sum's 32 floats, SAMPLE_ARGMAX's per-warp
+// bests), also the GEMV's room beside its x vector.
+constexpr int64_t kSmallOpScratch = kReductionScratchBytes;
+
+int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+
+std::string task_name(const Task& t) {
+  return t.label.empty() ? fmt::format("task {} ({})", t.id, name_of(t.op))
+                         : fmt::format("task {} '{}' ({})", t.id, t.label, name_of(t.op));
+}
+
+bool device_implements(Op op) {
+  switch (op) {
+    case Op::NOP:
+    case Op::COPY:
+    case Op::EMBED:
+    case Op::RMSNORM:
+    case Op::GEMV_TILE:
+    case Op::ATTENTION_TILE:
+    case Op::ROPE:
+    case Op::SILU_MUL:
+    case Op::ADD:
+    case Op::KV_APPEND:
+    case Op::SAMPLE_ARGMAX:
+    case Op::ATTENTION_COMBINE:
+    case Op::ROPE_FREQ:
+    case Op::RMSNORM_GEMV_TILE:
+    case Op::SILU_MUL_GEMV_TILE:
+    case Op::GEMV_ADD_TILE:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_gemv_family(Op op) {
+  return op == Op::GEMV_TILE || op == Op::RMSNORM_GEMV_TILE || op == Op::SILU_MUL_GEMV_TILE ||
+         op == Op::GEMV_ADD_TILE;
+}
+
+// The input slot of the [N, K] weight in each GEMV-family op (docs/OPCODES.md): the fused
+// prologues put their own operand (norm weight, up) before it.
+int gemv_weight_slot(Op op) {
+  return (op == Op::RMSNORM_GEMV_TILE || op == Op::SILU_MUL_GEMV_TILE) ? 2 : 1;
+}
+
+bool device_dtype(DType d) { return d == DType::F32 || d == DType::BF16 || d == DType::I32; }
+
+// Everything the marshaller looks up by IR id.
+struct IdMaps {
+  std::unordered_map<int64_t, int32_t> buffer_pos, counter_pos;
+  std::unordered_map<int64_t, const Buffer*> buffer_by_id;
+
+  int32_t buffer(int64_t id, const Task& t) const {
+    const auto it = buffer_pos.find(id);
+    if (it == buffer_pos.end())
+      throw MarshalError(fmt::format("{} names buffer {}, which does not exist", task_name(t), id));
+    return it->second;
+  }
+  int32_t counter(int64_t id, const Task& t) const {
+    const auto it = counter_pos.find(id);
+    if (it == counter_pos.end())
+      throw MarshalError(
+          fmt::format("{} names counter {}, which does not exist", task_name(t), id));
+    return it->second;
+  }
+};
+
+amk_buffer_t abi_buffer(const Buffer& b) {
+  if (!device_dtype(b.dtype))
+    throw MarshalError(fmt::format("buffer {} '{}' has dtype {}; the CUDA VM handles F32, BF16 and "
+                                   "I32 only",
+                                   b.id, b.name, name_of(b.dtype)));
+  if (b.shape.size() > size_t(AMK_MAX_RANK))
+    throw MarshalError(fmt::format("buffer {} '{}' has rank {} (at most {})", b.id, b.name,
+                                   b.shape.size(), AMK_MAX_RANK));
+  amk_buffer_t a{};
+  a.ptr = nullptr;
+  a.numel = b.numel();
+  a.rank = int32_t(b.shape.size());
+  a.dtype = int32_t(b.dtype);
+  a.space = int32_t(b.space);
+  a.pad = 0;
+  const std::vector<int64_t> strides = b.contiguous_strides();
+  for (size_t d = 0; d < b.shape.size(); ++d) {
+    a.shape[d] = b.shape[d];
+    a.stride[d] = strides[d];
+  }
+  return a;
+}
+
+// Activations go to the scratch arena: each page of the PageAllocation gets one 256-aligned slot
+// (pages one after another, so two pages never share bytes whatever their live ranges), a buffer
+// bound to a page takes that page's offset, and an unpaged activation gets a slot of its own.
+// Everything else owns its allocation (weights, caches, IO and CONST persist across launches).
+void place_buffers(const Program& program, const IdMaps& ids, MarshalledProgram& out) {
+  std::unordered_map<int64_t, int64_t> page_offset, page_bytes;
+  std::unordered_map<int64_t, int64_t> buffer_page;
+  int64_t arena = 0;
+  if (program.pages) {
+    for (const Page& page : program.pages->pages) {
+      page_offset[page.id] = arena;
+      page_bytes[page.id] = page.nbytes;
+      arena += round_up(std::max<int64_t>(page.nbytes, 1), kArenaAlignment);
+    }
+    for (const auto& [buffer, page] : program.pages->buffer_to_page) buffer_page[buffer] = page;
+  }
+  out.placement.resize(out.buffer_ids.size());
+  for (size_t i = 0; i < out.buffer_ids.size(); ++i) {
+    const Buffer& b = *ids.buffer_by_id.at(out.buffer_ids[i]);
+    BufferPlacement& p = out.placement[i];
+    p.nbytes = b.nbytes();
+    if (b.kind != BufferKind::ACTIVATION) continue;  // Own
+    p.where = BufferPlacement::Where::Arena;
+    const auto bound = buffer_page.find(b.id);
+    if (bound != buffer_page.end()) {
+      const auto off = page_offset.find(bound->second);
+      if (off == page_offset.end())
+        throw MarshalError(fmt::format("buffer {} '{}' is bound to page {}, which does not exist",
+                                       b.id, b.name, bound->second));
+      if (p.nbytes > page_bytes[bound->second])
+        throw MarshalError(fmt::format("buffer {} '{}' ({} bytes) does not fit its page {} ({} "
+                                       "bytes)",
+                                       b.id, b.name, p.nbytes, bound->second,
+                                       page_bytes[bound->second]));
+      p.arena_offset = off->second;
+    } else {
+      p.arena_offset = arena;
+      arena += round_up(std::max<int64_t>(p.nbytes, 1), kArenaAlignment);
+    }
+  }
+  out.arena_bytes = arena;
+}
+
+void check_task(const Task& t, int32_t n_sms) {
+  if (!device_implements(t.op))
+    throw MarshalError(fmt::format("{}: the CUDA VM has no device code for {}", task_name(t),
+                                   name_of(t.op)));
+  if (is_gemv_family(t.op)) {
+    const int64_t qdtype = t.params.get_int("qdtype", 0);
+    if (qdtype < 0 || qdtype > 2)
+      throw MarshalError(fmt::format("{}: qdtype {} is not supported on the CUDA VM (0, 1 or 2)",
+                                     task_name(t), qdtype));
+  }
+  if (!t.sm) throw MarshalError(fmt::format("{} has no SM assignment", task_name(t)));
+  if (*t.sm < 0 || *t.sm >= n_sms)
+    throw MarshalError(
+        fmt::format("{} is assigned to SM {}, outside the grid of {} SMs", task_name(t), *t.sm,
+                    n_sms));
+  if (t.inputs.size() > size_t(AMK_MAX_INPUTS) || t.outputs.size() > size_t(AMK_MAX_OUTPUTS) ||
+      t.waits.size() > size_t(AMK_MAX_WAITS))
+    throw MarshalError(fmt::format("{} has more operands or waits than the ABI holds",
+                                   task_name(t)));
+}
+
+amk_instruction_t instruction(const Task& t, const IdMaps& ids,
+                              const std::unordered_map<int64_t, int64_t>& counter_init) {
+  amk_instruction_t in{};
+  in.op = int32_t(t.op);
+  in.n_inputs = int32_t(t.inputs.size());
+  in.n_outputs = int32_t(t.outputs.size());
+  in.n_waits = int32_t(t.waits.size());
+  std::fill(std::begin(in.inputs), std::end(in.inputs), -1);
+  std::fill(std::begin(in.outputs), std::end(in.outputs), -1);
+  std::fill(std::begin(in.wait_counter), std::end(in.wait_counter), -1);
+  for (size_t i = 0; i < t.inputs.size(); ++i) in.inputs[i] = ids.buffer(t.inputs[i], t);
+  for (size_t i = 0; i < t.outputs.size(); ++i) in.outputs[i] = ids.buffer(t.outputs[i], t);
+  for (size_t i = 0; i < t.waits.size(); ++i) {
+    in.wait_counter[i] = ids.counter(t.waits[i].counter, t);
+    // The device counts from 0 each epoch, the IR from the counter's init: a wait for
+    // `threshold` is a wait for threshold - init signals (none when that is <= 0).
+    const int64_t signals = t.waits[i].threshold - counter_init.at(t.waits[i].counter);
+    in.wait_threshold[i] = int32_t(std::clamp<int64_t>(signals, 0, INT32_MAX));
+  }
+  in.out_counter = ids.counter(t.out_counter, t);
+  in.sm = int32_t(*t.sm);
+  in.params = marshal_params(t.params);
+  return in;
+}
+
+// The SAMPLE_ARGMAX every other task happens-before, or -1. Happens-before is followed through
+// all-join waits only (threshold >= the counter's producers): a partial wait orders no
+// particular producer, so it cannot prove that a task of step s is done before step s + 1.
+int32_t find_sink(const Program& program, const MarshalledProgram& m) {
+  const size_t n_tasks = m.instructions.size();
+  const size_t n_counters = m.counter_step_increment.size();
+  std::vector<std::vector<int32_t>> producers(n_counters);
+  for (size_t i = 0; i < n_tasks; ++i)
+    producers[size_t(m.instructions[i].out_counter)].push_back(int32_t(i));
+
+  int32_t sink = -1;
+  for (size_t s = 0; s < n_tasks; ++s) {
+    if (program.tasks[s].op != Op::SAMPLE_ARGMAX) continue;
+    std::vector<uint8_t> reached(n_tasks, 0), counter_seen(n_counters, 0);
+    std::vector<int32_t> stack{int32_t(s)};
+    reached[s] = 1;
+    size_t count = 1;
+    while (!stack.empty()) {
+      const amk_instruction_t& in = m.instructions[size_t(stack.back())];
+      stack.pop_back();
+      for (int w = 0; w < in.n_waits; ++w) {
+        const size_t c = size_t(in.wait_counter[w]);
+        if (counter_seen[c] || uint32_t(in.wait_threshold[w]) < m.counter_step_increment[c])
+          continue;
+        counter_seen[c] = 1;
+        for (int32_t p : producers[c])
+          if (!reached[size_t(p)]) {
+            reached[size_t(p)] = 1;
+            ++count;
+            stack.push_back(p);
+          }
+      }
+    }
+    if (count != n_tasks) continue;
+    if (sink >= 0) return -1;  // two sinks would each have to precede the other: not a sink
+    sink = int32_t(s);
+  }
+  return sink;
+}
+
+int32_t int32_scalar_buffer(const Program& program, const IdMaps& ids, std::string_view name) {
+  for (const Buffer& b : program.buffers)
+    if (b.name == name && b.dtype == DType::I32 && b.numel() >= 1) return ids.buffer_pos.at(b.id);
+  return -1;
+}
+
+// The op scratch a task needs in shared memory (bytes); ops/scratch.h says what each device op
+// uses.
+int64_t task_scratch_bytes(const Task& t, const IdMaps& ids, int consumer_threads) {
+  const int64_t head_dim = std::clamp<int64_t>(t.params.get_int("head_dim", 0), 0, kOpMaxHeadDim);
+  switch (t.op) {
+    case Op::GEMV_TILE:
+    case Op::RMSNORM_GEMV_TILE:
+    case Op::SILU_MUL_GEMV_TILE:
+    case Op::GEMV_ADD_TILE: {
+      // x (after any fused prologue) as fp32: rows * K floats, plus the small reductions.
+      const int64_t K = std::max<int64_t>(t.params.get_int("K", 0), 1);
+      const Buffer& x = *ids.buffer_by_id.at(t.inputs.at(0));
+      const int64_t rows = std::max<int64_t>(x.numel() / K, 1);
+      return rows * K * 4 + kSmallOpScratch;
+    }
+    case Op::ROPE:
+    case Op::ROPE_FREQ:
+      return std::max<int64_t>(rope_scratch_bytes(int(head_dim)), kSmallOpScratch);
+    case Op::ATTENTION_TILE:
+      // Optional, but without it a CTA cannot split a head's keys over its idle warps.
+      return std::max<int64_t>(attention_split_scratch_bytes(int(head_dim), consumer_threads),
+                               kSmallOpScratch);
+    default:
+      return kSmallOpScratch;
+  }
+}
+
+MegakernelLayout plan_layout(const Program& program, const IdMaps& ids,
+                             const MarshalLimits& limits) {
+  MegakernelLayout layout;
+  const int64_t threads = program.config ? program.config->threads_per_block : 256;
+  if (threads % 32 != 0 || threads < 64 || threads > 992)
+    throw MarshalError(fmt::format("threads_per_block {} must be a multiple of 32 in [64, 992] "
+                                   "(one more warp streams the weights)",
+                                   threads));
+  layout.consumer_threads = int(threads);
+
+  int64_t budget = limits.smem_bytes_per_block_optin;
+  if (program.config && program.config->smem_bytes_per_block > 0) {
+    budget = program.config->smem_bytes_per_block;
+    if (limits.smem_bytes_per_block_optin > 0 && budget > limits.smem_bytes_per_block_optin)
+      throw MarshalError(fmt::format("smem_bytes_per_block {} exceeds the device's opt-in limit "
+                                     "of {} bytes",
+                                     budget, limits.smem_bytes_per_block_optin));
+  }
+
+  int64_t scratch = 0, widest_row = 0;
+  for (const Task& t : program.tasks) {
+    scratch = std::max(scratch, task_scratch_bytes(t, ids, layout.consumer_threads));
+    if (is_gemv_family(t.op) && t.inputs.size() > size_t(gemv_weight_slot(t.op))) {
+      const Buffer& w = *ids.buffer_by_id.at(t.inputs[size_t(gemv_weight_slot(t.op))]);
+      widest_row = std::max(widest_row, dtype_nbytes(w.dtype, t.params.get_int("K", 0)));
+    }
+  }
+  scratch = round_up(scratch, 16);
+  const int64_t room = budget - scratch - kRingBookkeepingBytes;  // for stages and mbarriers
+  auto stages_for = [&](int64_t chunk) { return room / (chunk + kMbarrierBytesPerStage); };
+
+  int64_t chunk = kDefaultChunkBytes;
+  // A stage holds whole rows: widen it to the widest row when two such stages still fit;
+  // otherwise those rows are not ring-eligible and their tiles read global memory directly.
+  if (widest_row > chunk && stages_for(round_up(widest_row, 16)) >= 2)
+    chunk = round_up(widest_row, 16);
+  int64_t stages = stages_for(chunk);
+  if (stages < 2)
+    throw MarshalError(fmt::format("shared memory budget {} cannot hold the op scratch {} and two "
+                                   "ring stages of {} bytes",
+                                   budget, scratch, chunk));
+  layout.scratch_bytes = int(scratch);
+  layout.chunk_bytes = int(chunk);
+  layout.ring_stages = int(stages);
+  // megakernel_smem_bytes() rounds the total up to 128: never let the rounding pass the budget.
+  while (layout.ring_stages > 2 && megakernel_smem_bytes(layout) > budget) --layout.ring_stages;
+  if (megakernel_smem_bytes(layout) > budget)
+    throw MarshalError(fmt::format("shared memory budget {} cannot hold the op scratch {} and two "
+                                   "ring stages of {} bytes",
+                                   budget, scratch, chunk));
+  return layout;
+}
+
+}  // namespace
+
+amk_params_t marshal_params(const Params& params) {
+  amk_params_t p{};
+  // PARAM_FIELDS order is amk_params_t's order: 19 int32, then 3 floats (abi.h pins it).
+  int32_t* ints = &p.K;
+  float* reals = &p.eps;
+  int n_int = 0, n_real = 0;
+  for (const ParamField& f : param_fields()) {
+    if (f.type == ParamType::Int32)
+      ints[n_int++] = int32_t(params.get_int(f.name, 0));
+    else
+      reals[n_real++] = float(params.get_real(f.name, 0.0));
+  }
+  return p;
+}
+
+MarshalledProgram marshal(const Program& program, const MarshalLimits& limits) {
+  MarshalledProgram m;
+  IdMaps ids;
+
+  // Buffers and counters in id order; operands become positions.
+  std::vector<const Buffer*> buffers;
+  for (const Buffer& b : program.buffers) buffers.push_back(&b);
+  std::stable_sort(buffers.begin(), buffers.end(),
+                   [](const Buffer* a, const Buffer* b) { return a->id < b->id; });
+  for (const Buffer* b : buffers) {
+    ids.buffer_pos[b->id] = int32_t(m.buffers.size());
+    ids.buffer_by_id[b->id] = b;
+    m.buffer_ids.push_back(b->id);
+    m.buffers.push_back(abi_buffer(*b));
+  }
+  std::vector<const Counter*> counters;
+  for (const Counter& c : program.counters) counters.push_back(&c);
+  std::stable_sort(counters.begin(), counters.end(),
+                   [](const Counter* a, const Counter* b) { return a->id < b->id; });
+  std::unordered_map<int64_t, int64_t> counter_init;
+  for (const Counter* c : counters) {
+    ids.counter_pos[c->id] = int32_t(ids.counter_pos.size());
+    counter_init[c->id] = c->init;
+  }
+  place_buffers(program, ids, m);
+
+  // The grid: the target's SM count, else just enough SMs for the assignment.
+  int64_t n_sms = 0;
+  if (program.target && program.target->num_sms > 0) {
+    n_sms = program.target->num_sms;
+  } else {
+    for (const Task& t : program.tasks)
+      if (t.sm) n_sms = std::max(n_sms, *t.sm + 1);
+  }
+  if (n_sms <= 0) n_sms = 1;
+  if (limits.num_sms > 0 && n_sms > limits.num_sms)
+    throw MarshalError(fmt::format("the program needs {} SMs; the device has {}", n_sms,
+                                   limits.num_sms));
+  m.n_sms = int32_t(n_sms);
+
+  m.counter_step_increment.assign(counters.size(), 0);
+  std::vector<std::vector<int32_t>> queues(static_cast<size_t>(n_sms));
+  for (const Task& t : program.tasks) {
+    check_task(t, m.n_sms);
+    const int32_t index = int32_t(m.instructions.size());
+    m.instructions.push_back(instruction(t, ids, counter_init));
+    ++m.counter_step_increment[size_t(m.instructions.back().out_counter)];
+    queues[size_t(*t.sm)].push_back(index);
+  }
+  m.sm_queue_offset.push_back(0);
+  for (const auto& q : queues) {
+    m.sm_queue.insert(m.sm_queue.end(), q.begin(), q.end());
+    m.sm_queue_offset.push_back(int32_t(m.sm_queue.size()));
+  }
+
+  m.sink_instruction = find_sink(program, m);
+  if (m.sink_instruction >= 0) {
+    const amk_instruction_t& sink = m.instructions[size_t(m.sink_instruction)];
+    const amk_buffer_t& out = m.buffers[size_t(sink.outputs[0])];
+    if (out.dtype == AMK_DTYPE_I32 && out.numel >= 1) m.next_token_buffer = sink.outputs[0];
+  }
+  if (const auto named = program.meta_string("step_position")) {
+    m.pos_buffer = int32_scalar_buffer(program, ids, *named);
+    if (m.pos_buffer < 0)
+      throw MarshalError(fmt::format("meta.step_position names '{}', which is not an I32 buffer",
+                                     *named));
+  } else {
+    m.pos_buffer = int32_scalar_buffer(program, ids, "pos");
+  }
+  m.token_buffer = int32_scalar_buffer(program, ids, "token");
+  m.layout = plan_layout(program, ids, limits);
+  return m;
+}
+
+}  // namespace amk::cuda

@@ -1,0 +1,33 @@
+// The host's handle on the persistent megakernel (src/vm/cuda/megakernel.cu): its shared-memory
+// layout, occupancy and launch. Host-only C++ (no device code), included by the loader.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "amk/abi.h"
+#include "vm/cuda/megakernel_layout.h"
+
+namespace amk::cuda {
+
+// Raises the kernel's dynamic shared-memory limit and returns how many CTAs of this layout fit
+// on one SM (cudaOccupancyMaxActiveBlocksPerMultiprocessor). The grid must be <= SMs x that.
+// Limits (else cudaErrorInvalidValue, from prepare and launch alike): consumer_threads a multiple
+// of 32 in [64, 512] (the kernel is built for <= 256 consumers, 168 registers, and <= 512, 96
+// registers); scratch_bytes and chunk_bytes multiples of 16, chunk_bytes in [16, 2^20 - 16] (an
+// mbarrier's tx-count); ring_stages >= 0 (0: every GEMV reads its weights from global memory).
+// GEMV-family scratch need: (K + 32) * 4 bytes (32 floats of reduction space, then x).
+cudaError_t megakernel_prepare(const MegakernelLayout& layout, int* blocks_per_sm);
+
+// One cooperative launch of `grid` CTAs (grid == prog.n_sms) running prog.n_steps decode steps.
+// `prog` is passed by value as a __grid_constant__ kernel parameter; every pointer in it is
+// device memory.
+cudaError_t megakernel_launch(const amk_program_t& prog, const MegakernelLayout& layout,
+                              cudaStream_t stream);
+
+// The streaming-read ceiling: sums `bytes` of `src` with 16-byte loads across the whole GPU,
+// writing one partial per CTA into `sink` (>= 4096 floats) so nothing is optimised away.
+cudaError_t stream_read_launch(const void* src, int64_t bytes, float* sink, cudaStream_t stream);
+
+}  // namespace amk::cuda

@@ -1,0 +1,27 @@
+// The shared-memory layout of one megakernel CTA, shared by the host planner (marshal.cpp) and
+// the kernel (megakernel.cu). Plain C++.
+#pragma once
+
+namespace amk::cuda {
+
+// Dynamic shared memory of one CTA:
+//   [0, scratch_bytes)                          op scratch (OpContext::scratch)
+//   [scratch_bytes, + ring_stages*chunk_bytes)  the weight ring (WeightRing stages)
+//   then the ring's mbarriers (2 per stage) and the producer/consumer bookkeeping
+// The loader fills this from the program (largest K of a GEMV tile, the largest op scratch) and
+// the target's opt-in limit; megakernel_smem_bytes() gives the total to launch with.
+struct MegakernelLayout {
+  int consumer_threads = 256;  // ScheduleConfig.threads_per_block; + 32 producer threads
+  int scratch_bytes = 0;       // multiple of 16
+  int chunk_bytes = 32768;     // one ring stage: a multiple of 16
+  int ring_stages = 4;         // >= 2
+};
+
+// Total dynamic shared memory the layout needs: scratch + ring + 2 mbarriers per stage + 64 bytes
+// of bookkeeping, rounded up to 128. Defined inline so host planner and kernel agree.
+inline int megakernel_smem_bytes(const MegakernelLayout& l) {
+  const int raw = l.scratch_bytes + l.ring_stages * l.chunk_bytes + l.ring_stages * 16 + 64;
+  return (raw + 127) / 128 * 128;
+}
+
+}  // namespace amk::cuda

@@ -1,0 +1,376 @@
+// ATTENTION_TILE (one decode query against a KV window, GQA) and ATTENTION_COMBINE (the
+// flash-decoding merge of split-KV partials); mirrors src/vm/reference/ops/attention.cpp.
+//
+// ATTENTION_TILE. Head h reads KV head h / (n_heads / n_kv_heads). Over the window
+// [kv_start, kv_start + kv_len) (flags bit 2: clipped to the keys written so far, kv_len =
+// clamp(c.pos + 1 - kv_start, 0, kv_len)), with s_j = scale * q_h . k_j:
+//   m = max s_j,  l = sum exp(s_j - m),  acc = sum exp(s_j - m) v_j
+// full: out_h = acc / l (0 for an empty window); PARTIAL (flags bit 1): [acc | m | l] per head
+// (empty window: acc = 0, m = -inf, l = 0).
+//
+// How: online softmax, so no per-key storage. A work item is (C heads of one GQA group, key
+// range), C = 4, 2 or 1 (the largest that divides n_heads / n_kv_heads; at most 2 when head_dim
+// > 128). One warp runs an item with its lanes across head_dim (a lane holds 4 consecutive dims
+// per 128: float4 loads of q, k and v) and walks the keys four at a time (two when head_dim >
+// 128): every k and v row is loaded once for the C heads, several rows are in flight, and the
+// C x 4 dot-product shuffle reductions interleave. Items are spread over the warps; when the CTA
+// has at least twice as many warps as items (and op scratch for it), each item's keys are split
+// over n_splits warps whose [acc | m | l] partials go to op scratch and are merged exactly as
+// ATTENTION_COMBINE merges shards. q, k, v and the output are F32 (the lowering's activations
+// and caches).
+//
+// Cost (H100, one CTA of 256 consumer threads, measured in isolation): 32 heads / 8 KV heads /
+// head_dim 128 over 512 keys ~210 us, over 4096 keys ~1.8 ms. Plain loads of 16 bytes: the
+// warps are latency-bound (~8 warps x a few KiB in flight); a TMA-fed K/V stage in shared memory
+// would be the next step, and the lowering's kv_block split spreads long windows over SMs.
+//
+// ATTENTION_COMBINE. Per output element, over the partials with l > 0 (an empty shard never
+// yields exp(-inf + inf)): M = max m_p, out = sum exp(m_p - M) acc_p / sum exp(m_p - M) l_p;
+// 0 when every shard is empty. No barrier, no scratch.
+//
+// Op scratch (ATTENTION_TILE only, optional): n_heads * n_splits * (head_dim + 2) floats when
+// splitting keys; scratch.h attention_split_scratch_bytes() is enough for every split.
+//
+// op_fail codes (code >> 4 = the opcode). ATTENTION_TILE: 1 bad head counts / head_dim (> 256 is
+// not supported), 2 bad window params or unknown flag bits, 3 runtime window without a step
+// position, 4 q/k/v/out shapes or sizes, 5 a non-F32 operand. ATTENTION_COMBINE: 1 partial or
+// output sizes that are not [n_heads, head_dim + 2] / [n_heads, head_dim], 2 a non-F32 operand.
+#pragma once
+
+#include "vm/cuda/ops/elementwise.cuh"
+
+namespace amk::cuda {
+
+inline constexpr int32_t kAttnCausal = 1;         // amk/op_flags.h attention_flags::kCausal
+inline constexpr int32_t kAttnPartial = 2;        // ... kPartial
+inline constexpr int32_t kAttnRuntimeWindow = 4;  // ... kRuntimeWindow
+inline constexpr int kAttnMaxHeadDim = 256;
+inline constexpr int kAttnKeysPerStep = 4;  // keys a warp has in flight (head_dim <= 128)
+
+__device__ __forceinline__ float neg_inf() { return -__int_as_float(0x7f800000); }
+
+// A warp-distributed head_dim vector: lane `lane` owns the VEC consecutive floats starting at
+// d = VEC * (lane + 32 * t) for t < NV (VEC = 4 needs head_dim % 4 == 0 and 16-byte rows).
+template <int VEC, int NV>
+struct LaneSlice {
+  float v[NV][VEC];
+
+  __device__ __forceinline__ void load(const float* row, int lane, int head_dim) {
+#pragma unroll
+    for (int t = 0; t < NV; ++t) {
+      const int d = VEC * (lane + 32 * t);
+      if (d < head_dim) {
+        if constexpr (VEC == 4) {
+          const float4 x = *reinterpret_cast<const float4*>(row + d);
+          v[t][0] = x.x, v[t][1] = x.y, v[t][2] = x.z, v[t][3] = x.w;
+        } else {
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) v[t][e] = row[d + e];
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) v[t][e] = 0.0f;
+      }
+    }
+  }
+  __device__ __forceinline__ void zero() {
+#pragma unroll
+    for (int t = 0; t < NV; ++t)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) v[t][e] = 0.0f;
+  }
+  __device__ __forceinline__ float dot(const LaneSlice& o) const {  // this lane's share
+    float s = 0.0f;
+#pragma unroll
+    for (int t = 0; t < NV; ++t)
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) s = fmaf(v[t][e], o.v[t][e], s);
+    return s;
+  }
+  // Writes v[...] * mul to `out` (scalar stores: a partial's rows are not 16-byte aligned).
+  __device__ __forceinline__ void store_scaled(float* out, int lane, int head_dim, float mul) const {
+#pragma unroll
+    for (int t = 0; t < NV; ++t) {
+      const int d = VEC * (lane + 32 * t);
+      if (d < head_dim)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) out[d + e] = v[t][e] * mul;
+    }
+  }
+};
+
+// The flash state of one (head, key range) item.
+template <int VEC, int NV>
+struct FlashState {
+  LaneSlice<VEC, NV> acc;
+  float m = neg_inf();
+  float l = 0.0f;
+};
+
+// Runs keys [j0, j1) for C heads of one GQA group on one warp: every k/v row is loaded once and
+// used by all C heads. k_head/v_head point at (row 0, this KV head); row j is `row_stride`
+// floats further.
+template <int VEC, int NV, int C>
+__device__ __forceinline__ void attend_keys(FlashState<VEC, NV> (&st)[C],
+                                            const LaneSlice<VEC, NV> (&q)[C], const float* k_head,
+                                            const float* v_head, int64_t row_stride, int64_t j0,
+                                            int64_t j1, float scale, int lane, int head_dim) {
+  // Keys in flight: half as many for head_dim > 128, so k and v rows stay in registers
+  // (<= 32 floats) at 256 consumer threads.
+  constexpr int U = VEC * NV <= 4 ? kAttnKeysPerStep : kAttnKeysPerStep / 2;
+  for (int64_t j = j0; j < j1; j += U) {
+    LaneSlice<VEC, NV> k[U], v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (j + u < j1) {
+        k[u].load(k_head + (j + u) * row_stride, lane, head_dim);
+        v[u].load(v_head + (j + u) * row_stride, lane, head_dim);
+      } else {
+        k[u].zero();
+        v[u].zero();
+      }
+    }
+    float s[C][U];
+#pragma unroll
+    for (int r = 0; r < C; ++r)
+#pragma unroll
+      for (int u = 0; u < U; ++u) s[r][u] = q[r].dot(k[u]);
+    // The C * U reductions interleave, so their shuffle latencies overlap.
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+      for (int r = 0; r < C; ++r)
+#pragma unroll
+        for (int u = 0; u < U; ++u) s[r][u] += __shfl_xor_sync(0xffffffffu, s[r][u], o);
+#pragma unroll
+    for (int r = 0; r < C; ++r) {
+      float m_new = st[r].m;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        s[r][u] = j + u < j1 ? s[r][u] * scale : neg_inf();
+        m_new = fmaxf(m_new, s[r][u]);
+      }
+      // m_new is finite once a real key was seen; the guards keep exp(-inf - -inf) out.
+      const float correction = st[r].m == m_new ? 1.0f : expf(st[r].m - m_new);
+      float p_sum = 0.0f;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        s[r][u] = s[r][u] == neg_inf() ? 0.0f : expf(s[r][u] - m_new);  // now the weight
+        p_sum += s[r][u];
+      }
+      st[r].l = fmaf(st[r].l, correction, p_sum);
+      st[r].m = m_new;
+#pragma unroll
+      for (int t = 0; t < NV; ++t)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          float acc = st[r].acc.v[t][e] * correction;
+#pragma unroll
+          for (int u = 0; u < U; ++u) acc = fmaf(s[r][u], v[u].v[t][e], acc);
+          st[r].acc.v[t][e] = acc;
+        }
+    }
+  }
+}
+
+// Merges `n` flash partials [acc | m | l] (`at(p, i)`: element i of partial p's head, i <
+// head_dim + 2) into element d of that head's result: acc / M / L in the partial layout, or the
+// normalised acc / L. Shards with l <= 0 are skipped, exactly as the reference combine. MAX_N > 0
+// unrolls the loops over at most MAX_N partials, so a caller's array of partial pointers stays in
+// registers; MAX_N = 0 loops over n at run time.
+template <int MAX_N, typename PartialAt>
+__device__ __forceinline__ float merge_partials(int n, int head_dim, int d, bool keep_partial,
+                                                PartialAt at) {
+  const int bound = MAX_N > 0 ? MAX_N : n;
+  float M = neg_inf();
+#pragma unroll
+  for (int p = 0; p < bound; ++p) {
+    if (p >= n) break;
+    if (at(p, head_dim + 1) > 0.0f) M = fmaxf(M, at(p, head_dim));
+  }
+  float L = 0.0f, acc = 0.0f;
+#pragma unroll
+  for (int p = 0; p < bound; ++p) {
+    if (p >= n) break;
+    const float l = at(p, head_dim + 1);
+    if (!(l > 0.0f)) continue;
+    const float w = expf(at(p, head_dim) - M);
+    L = fmaf(w, l, L);
+    if (d < head_dim) acc = fmaf(w, at(p, d), acc);
+  }
+  if (keep_partial) return d < head_dim ? acc : (d == head_dim ? M : L);
+  return L > 0.0f ? acc / L : 0.0f;
+}
+
+struct AttentionShape {
+  int head_dim, n_heads, n_kv_heads;
+  int64_t kv_start, kv_len;  // kv_len after the runtime clip
+  float scale;
+  bool partial;
+};
+
+// C = the heads of one GQA group a warp runs together (a divisor of n_heads / n_kv_heads).
+template <int VEC, int NV, int C>
+__device__ void attention_tile_impl(const OpContext& c, const AttentionShape& a) {
+  const float* q = static_cast<const float*>(in_buf(c, 0).ptr);
+  const float* kc = static_cast<const float*>(in_buf(c, 1).ptr);
+  const float* vc = static_cast<const float*>(in_buf(c, 2).ptr);
+  float* out = static_cast<float*>(out_buf(c, 0).ptr);
+  const int warp = c.tid >> 5, lane = c.tid & 31, n_warps = c.n_threads >> 5;
+  const int hd = a.head_dim;
+  const int width = a.partial ? hd + 2 : hd;
+  const int rep = a.n_heads / a.n_kv_heads;
+  const int n_chunks = a.n_heads / C;  // items per key range; chunk i = heads [i*C, i*C + C)
+  const int64_t row_stride = int64_t(a.n_kv_heads) * hd;
+
+  // Split each chunk's keys over several warps only when chunks alone leave warps idle, every
+  // split gets a few keys, and scratch holds the partials (one [acc | m | l] slot per head and
+  // split, head-major).
+  int n_splits = 1;
+  if (n_warps >= 2 * n_chunks && a.kv_len >= 2 * kAttnKeysPerStep) {
+    const int slot_floats = hd + 2;
+    const int64_t by_scratch = c.scratch_bytes / (int64_t(sizeof(float)) * slot_floats * a.n_heads);
+    const int64_t by_keys = a.kv_len / kAttnKeysPerStep;
+    int64_t splits = n_warps / n_chunks;
+    splits = splits < by_scratch ? splits : by_scratch;
+    splits = splits < by_keys ? splits : by_keys;
+    n_splits = splits >= 2 ? int(splits) : 1;
+  }
+  const int64_t chunk_keys = (a.kv_len + n_splits - 1) / n_splits;
+  const int items = n_chunks * n_splits;
+
+  for (int item = warp; item < items; item += n_warps) {
+    const int chunk = item / n_splits, split = item - chunk * n_splits;
+    const int h0 = chunk * C;  // a chunk never straddles groups: C divides rep
+    const int g = h0 / rep;
+    const int64_t end = a.kv_start + a.kv_len;
+    const int64_t j0 = a.kv_start + split * chunk_keys;
+    const int64_t j1 = j0 + chunk_keys < end ? j0 + chunk_keys : end;
+    LaneSlice<VEC, NV> qh[C];
+    FlashState<VEC, NV> st[C];
+#pragma unroll
+    for (int r = 0; r < C; ++r) {
+      qh[r].load(q + int64_t(h0 + r) * hd, lane, hd);
+      st[r].acc.zero();
+    }
+    attend_keys<VEC, NV, C>(st, qh, kc + int64_t(g) * hd, vc + int64_t(g) * hd, row_stride, j0,
+                            j1, a.scale, lane, hd);
+#pragma unroll
+    for (int r = 0; r < C; ++r) {
+      const int h = h0 + r;
+      if (n_splits > 1) {
+        float* slot = c.scratch + (int64_t(h) * n_splits + split) * (hd + 2);
+        st[r].acc.store_scaled(slot, lane, hd, 1.0f);
+        if (lane == 0) slot[hd] = st[r].m, slot[hd + 1] = st[r].l;
+      } else if (a.partial) {
+        float* o = out + int64_t(h) * width;
+        st[r].acc.store_scaled(o, lane, hd, 1.0f);
+        if (lane == 0) o[hd] = st[r].m, o[hd + 1] = st[r].l;
+      } else {
+        // An empty window leaves acc = 0, l = 0: attention over nothing is 0.
+        st[r].acc.store_scaled(out + int64_t(h) * width, lane, hd,
+                               st[r].l > 0.0f ? 1.0f / st[r].l : 0.0f);
+      }
+    }
+  }
+  if (n_splits == 1) return;
+
+  consumer_sync(c.n_threads);
+  const float* slots = c.scratch;
+  for (int64_t e = c.tid; e < int64_t(a.n_heads) * width; e += c.n_threads) {
+    const int h = int(e / width), d = int(e - int64_t(h) * width);
+    const float* head_slots = slots + int64_t(h) * n_splits * (hd + 2);
+    out[e] = merge_partials<0>(n_splits, hd, d, a.partial,
+                               [&](int p, int i) { return head_slots[p * (hd + 2) + i]; });
+  }
+  consumer_sync(c.n_threads);  // the scratch is free for the next task
+}
+
+// Picks the slice shape from head_dim and the GQA chunk from rep = n_heads / n_kv_heads.
+template <int VEC, int NV>
+__device__ void attention_tile_by_group(const OpContext& c, const AttentionShape& a) {
+  const int rep = a.n_heads / a.n_kv_heads;
+  if constexpr (VEC * NV <= 4) {  // head_dim <= 128: up to 4 heads share each k/v row
+    if (rep % 4 == 0) return attention_tile_impl<VEC, NV, 4>(c, a);
+  }
+  if (rep % 2 == 0) return attention_tile_impl<VEC, NV, 2>(c, a);
+  attention_tile_impl<VEC, NV, 1>(c, a);
+}
+
+__device__ inline void op_attention_tile(const OpContext& c) {
+  const amk_params_t& p = c.inst->params;
+  constexpr int code = AMK_OP_ATTENTION_TILE * 16;
+  if (p.head_dim < 1 || p.head_dim > kAttnMaxHeadDim || p.n_heads < 1 || p.n_kv_heads < 1 ||
+      p.n_heads % p.n_kv_heads != 0)
+    return op_fail(c, code + 1);
+  if (p.kv_start < 0 || p.kv_len < 0 ||
+      (p.flags & ~(kAttnCausal | kAttnPartial | kAttnRuntimeWindow)) != 0)
+    return op_fail(c, code + 2);
+  AttentionShape a{p.head_dim, p.n_heads, p.n_kv_heads, p.kv_start, p.kv_len, p.scale,
+                   (p.flags & kAttnPartial) != 0};
+  if ((p.flags & kAttnRuntimeWindow) != 0) {
+    if (c.pos < 0) return op_fail(c, code + 3);
+    const int64_t seen = int64_t(c.pos) + 1 - p.kv_start;
+    a.kv_len = seen < 0 ? 0 : (seen < p.kv_len ? seen : p.kv_len);
+  }
+  const amk_buffer_t& q = in_buf(c, 0);
+  const amk_buffer_t& k = in_buf(c, 1);
+  const amk_buffer_t& v = in_buf(c, 2);
+  const amk_buffer_t& out = out_buf(c, 0);
+  const int width = a.partial ? a.head_dim + 2 : a.head_dim;
+  if (q.numel != int64_t(a.n_heads) * a.head_dim || k.rank != 3 || k.shape[1] != a.n_kv_heads ||
+      k.shape[2] != a.head_dim || v.rank != 3 || v.shape[0] != k.shape[0] ||
+      v.shape[1] != k.shape[1] || v.shape[2] != k.shape[2] ||
+      int64_t(p.kv_start) + p.kv_len > k.shape[0] || out.numel != int64_t(a.n_heads) * width)
+    return op_fail(c, code + 4);
+  if (q.dtype != AMK_DTYPE_F32 || k.dtype != AMK_DTYPE_F32 || v.dtype != AMK_DTYPE_F32 ||
+      out.dtype != AMK_DTYPE_F32)
+    return op_fail(c, code + 5);
+
+  const bool vec4 = a.head_dim % 4 == 0 && is_aligned16(q.ptr) && is_aligned16(k.ptr) &&
+                    is_aligned16(v.ptr);
+  if (vec4 && a.head_dim <= 128)
+    attention_tile_by_group<4, 1>(c, a);
+  else if (vec4)
+    attention_tile_by_group<4, 2>(c, a);
+  else
+    attention_tile_impl<1, 8, 1>(c, a);  // head_dim % 4 != 0: one float per lane per 32 dims
+}
+
+__device__ inline void op_attention_combine(const OpContext& c) {
+  const amk_params_t& p = c.inst->params;
+  constexpr int code = AMK_OP_ATTENTION_COMBINE * 16;
+  const amk_buffer_t& out = out_buf(c, 0);
+  const int n_parts = c.inst->n_inputs;
+  const int64_t pn = in_buf(c, 0).numel;
+  const int64_t on = out.numel;
+  // head_dim / n_heads are optional (0 when absent): the sizes determine them.
+  int64_t n_heads = p.n_heads > 0 ? p.n_heads : (pn - on) / 2;
+  int64_t head_dim = p.head_dim > 0 ? p.head_dim : (n_heads > 0 ? on / n_heads : 0);
+  if (p.n_heads <= 0 && p.head_dim > 0) n_heads = on / head_dim;
+  if (n_parts < 1 || n_parts > AMK_MAX_INPUTS || n_heads < 1 || head_dim < 1 ||
+      n_heads * head_dim != on || n_heads * (head_dim + 2) != pn)
+    return op_fail(c, code + 1);
+  if (out.dtype != AMK_DTYPE_F32) return op_fail(c, code + 2);
+  const float* parts[AMK_MAX_INPUTS];
+  // Unrolled over the input cap with constant indices, so `parts` lives in registers.
+#pragma unroll
+  for (int i = 0; i < AMK_MAX_INPUTS; ++i) {
+    if (i >= n_parts) break;
+    const amk_buffer_t& b = in_buf(c, i);
+    if (b.numel != pn) return op_fail(c, code + 1);
+    if (b.dtype != AMK_DTYPE_F32) return op_fail(c, code + 2);
+    parts[i] = static_cast<const float*>(b.ptr);
+  }
+  const int hd = int(head_dim);
+  float* o = static_cast<float*>(out.ptr);
+  for (int64_t e = c.tid; e < on; e += c.n_threads) {
+    const int64_t h = e / hd;
+    const int d = int(e - h * hd);
+    const int64_t base = h * (hd + 2);
+    o[e] = merge_partials<AMK_MAX_INPUTS>(n_parts, hd, d, false,
+                          [&](int part, int i) { return parts[part][base + i]; });
+  }
+}
+
+}  // namespace amk::cuda

@@ -1,0 +1,299 @@
+// The GEMV family: GEMV_TILE (5), RMSNORM_GEMV_TILE (20), SILU_MUL_GEMV_TILE (21) and
+// GEMV_ADD_TILE (22), as src/vm/reference/ops/matmul.cpp (fp weights) and fused_gemv.cpp.
+//
+//   1. x (K floats, fp32) is built in shared scratch: a copy of the activation row, RMSNORM of
+//      it (norm weight = input 1), or silu(gate) * up. This is the F32 intermediate the reference
+//      materialises, so fused and unfused programs round the same way.
+//   2. out[r, n_off + j] = dot(x_r, W[n_off + j]) (+ bias[n_off + j]) (+ residual[r, n_off + j]),
+//      one weight row per consumer warp at a time, 16-byte weight reads, fp32 accumulation
+//      (order differs from the reference's exact sum: fp32 noise, docs/OPCODES.md).
+//
+// Weights come through the shared-memory ring when ring_tile() says so (the producer warp has
+// streamed them there), else straight from global memory with 16-byte non-coherent loads, or
+// scalar loads when rows are not 16-byte multiples.
+//
+// Scratch: 32 floats of reduction space, then x: needs (K + 32) * 4 bytes.
+#pragma once
+
+#include <cstdint>
+
+#include "vm/cuda/primitives.cuh"
+#include "vm/cuda/weight_ring.cuh"
+
+namespace amk::cuda {
+
+namespace gemv_detail {
+
+// op_fail codes (the host reports 0x100 + code).
+enum GemvError : int {
+  kBadParams = 20,       // K, N_tile or n_off out of range, or a quantized qdtype
+  kBadX = 21,            // x's last dimension is not K
+  kBadWeight = 22,       // W not [N, K] F32/BF16, or the tile leaves it
+  kBadBias = 23,         // bias numel != N
+  kBadOutput = 24,       // output too narrow, or a different row count than x
+  kBadFusedOperand = 25, // norm weight / up / residual of the wrong size, hidden != K
+  kScratchTooSmall = 26, // the layout's scratch cannot hold x
+};
+
+constexpr int kReduceFloats = 32;  // block_sum's space at the head of scratch
+
+struct Gemv {
+  const amk_buffer_t* x;       // input 0 (gate for SILU_MUL_GEMV_TILE)
+  const amk_buffer_t* aux;     // norm weight / up; null otherwise
+  const amk_buffer_t* W;
+  const amk_buffer_t* bias;    // null: none
+  const amk_buffer_t* residual;  // GEMV_ADD_TILE only
+  const amk_buffer_t* out;
+  int K, N_tile, n_off;
+  int64_t rows, out_cols;
+  bool w_bf16;
+};
+
+__device__ __forceinline__ int64_t last_dim(const amk_buffer_t& b) {
+  return b.rank >= 1 ? b.shape[b.rank - 1] : b.numel;
+}
+
+// Gathers the operands and checks them as the reference does. 0 or an error code.
+__device__ __forceinline__ int resolve(const OpContext& c, Gemv& g) {
+  const amk_instruction_t& inst = *c.inst;
+  const amk_params_t& p = inst.params;
+  const int op = inst.op;
+  const int wi = gemv_weight_input(op);
+  const int bias_index = op == AMK_OP_GEMV_TILE ? 2 : 3;
+  if (p.qdtype < 0 || p.qdtype > AMK_DTYPE_F8E5M2) return kBadParams;  // quantized: no device code
+  if (p.K < 1 || p.N_tile < 1 || p.n_off < 0) return kBadParams;
+  if (inst.n_inputs <= wi || inst.n_outputs < 1) return kBadParams;
+  if (op == AMK_OP_GEMV_ADD_TILE && inst.n_inputs < 3) return kBadFusedOperand;
+  g.K = p.K;
+  g.N_tile = p.N_tile;
+  g.n_off = p.n_off;
+  g.x = &in_buf(c, 0);
+  g.aux = (op == AMK_OP_RMSNORM_GEMV_TILE || op == AMK_OP_SILU_MUL_GEMV_TILE) ? &in_buf(c, 1)
+                                                                              : nullptr;
+  g.W = &in_buf(c, wi);
+  g.bias = inst.n_inputs > bias_index ? &in_buf(c, bias_index) : nullptr;
+  g.residual = op == AMK_OP_GEMV_ADD_TILE ? &in_buf(c, 2) : nullptr;
+  g.out = &out_buf(c, 0);
+
+  if (last_dim(*g.x) != g.K) return kBadX;
+  g.rows = g.x->numel / g.K;
+  const amk_buffer_t& W = *g.W;
+  if (W.rank != 2 || W.shape[1] != g.K || int64_t(g.n_off) + g.N_tile > W.shape[0])
+    return kBadWeight;
+  if (W.dtype != AMK_DTYPE_BF16 && W.dtype != AMK_DTYPE_F32) return kBadWeight;
+  g.w_bf16 = W.dtype == AMK_DTYPE_BF16;
+  if (g.bias && g.bias->numel != W.shape[0]) return kBadBias;
+  g.out_cols = last_dim(*g.out);
+  if (g.out_cols < int64_t(g.n_off) + g.N_tile || g.out->numel / g.out_cols != g.rows)
+    return kBadOutput;
+  if (op == AMK_OP_RMSNORM_GEMV_TILE &&
+      (p.hidden != g.K || g.aux->numel != g.K || !(p.eps >= 0.0f)))
+    return kBadFusedOperand;
+  if (op == AMK_OP_SILU_MUL_GEMV_TILE && g.aux->numel != g.x->numel) return kBadFusedOperand;
+  if (g.residual && g.residual->numel != g.out->numel) return kBadFusedOperand;
+  if ((int64_t(g.K) + kReduceFloats) * 4 > c.scratch_bytes) return kScratchTooSmall;
+  return 0;
+}
+
+// Step 1: activation row r -> xs (K floats in shared memory). Ends with a consumer barrier.
+__device__ __forceinline__ void build_x(const OpContext& c, const Gemv& g, int64_t r, float* xs,
+                                        float* red) {
+  const int op = c.inst->op;
+  const int K = g.K;
+  const int64_t base = r * K;
+  if (op == AMK_OP_SILU_MUL_GEMV_TILE) {
+    for (int k = c.tid; k < K; k += c.n_threads)
+      xs[k] = silu(load_f(*g.x, base + k)) * load_f(*g.aux, base + k);
+  } else {
+    const float* x32 = static_cast<const float*>(g.x->ptr) + base;
+    if (g.x->dtype == AMK_DTYPE_F32 && K % 4 == 0 && reinterpret_cast<uintptr_t>(x32) % 16 == 0) {
+      const float4* src = reinterpret_cast<const float4*>(x32);
+      float4* dst = reinterpret_cast<float4*>(xs);
+      for (int v = c.tid; v < K / 4; v += c.n_threads) dst[v] = src[v];
+    } else {
+      for (int k = c.tid; k < K; k += c.n_threads) xs[k] = load_f(*g.x, base + k);
+    }
+    if (op == AMK_OP_RMSNORM_GEMV_TILE) {
+      consumer_sync(c.n_threads);  // the float4 copy above strides differently from rms_inv
+      const float inv = rms_inv(xs, K, c.inst->params.eps, red, c.tid, c.n_threads);
+      for (int k = c.tid; k < K; k += c.n_threads) xs[k] = xs[k] * inv * load_f(*g.aux, k);
+    }
+  }
+  consumer_sync(c.n_threads);
+}
+
+__device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+
+// 16 bytes of weights against the matching x elements (8 bf16 or 4 f32 starting at vector v).
+template <bool kBf16>
+__device__ __forceinline__ float dot16(uint4 w, const float* xs, int v, float acc) {
+  if constexpr (kBf16) {
+    const float4 a = reinterpret_cast<const float4*>(xs)[2 * v];
+    const float4 b = reinterpret_cast<const float4*>(xs)[2 * v + 1];
+    acc = fmaf(bf16_lo(w.x), a.x, acc);
+    acc = fmaf(bf16_hi(w.x), a.y, acc);
+    acc = fmaf(bf16_lo(w.y), a.z, acc);
+    acc = fmaf(bf16_hi(w.y), a.w, acc);
+    acc = fmaf(bf16_lo(w.z), b.x, acc);
+    acc = fmaf(bf16_hi(w.z), b.y, acc);
+    acc = fmaf(bf16_lo(w.w), b.z, acc);
+    acc = fmaf(bf16_hi(w.w), b.w, acc);
+  } else {
+    const float4 a = reinterpret_cast<const float4*>(xs)[v];
+    acc = fmaf(__uint_as_float(w.x), a.x, acc);
+    acc = fmaf(__uint_as_float(w.y), a.y, acc);
+    acc = fmaf(__uint_as_float(w.z), a.z, acc);
+    acc = fmaf(__uint_as_float(w.w), a.w, acc);
+  }
+  return acc;
+}
+
+// Weights read once from HBM: keep them out of L1 (they would only evict activations).
+__device__ __forceinline__ uint4 load_stream16(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// This lane's part of dot(x, row) for a row of n_vec 16-byte vectors (shared or global). From
+// global memory four independent loads are in flight per lane (HBM latency); from the ring two
+// (shared memory is close). Not unrolled further: the registers belong to the whole megakernel.
+template <bool kBf16, bool kGlobal>
+__device__ __forceinline__ float lane_dot(const uint4* row, int n_vec, const float* xs, int lane) {
+  constexpr int kInFlight = kGlobal ? 4 : 2;
+  float acc[kInFlight];
+#pragma unroll
+  for (int u = 0; u < kInFlight; ++u) acc[u] = 0.0f;
+  int v = lane;
+#pragma unroll 1
+  for (; v + 32 * (kInFlight - 1) < n_vec; v += 32 * kInFlight) {
+    uint4 w[kInFlight];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) w[u] = kGlobal ? load_stream16(row + v + 32 * u) : row[v + 32 * u];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) acc[u] = dot16<kBf16>(w[u], xs, v + 32 * u, acc[u]);
+  }
+#pragma unroll 1
+  for (; v < n_vec; v += 32)
+    acc[0] = dot16<kBf16>(kGlobal ? load_stream16(row + v) : row[v], xs, v, acc[0]);
+  float sum = 0.0f;
+#pragma unroll
+  for (int u = 0; u < kInFlight; ++u) sum += acc[u];
+  return sum;
+}
+
+// Scalar fallback for rows that are not 16-byte multiples (or a misaligned weight).
+__device__ __forceinline__ float lane_dot_scalar(const Gemv& g, int64_t n, const float* xs,
+                                                 int lane) {
+  float acc = 0.0f;
+  const int64_t base = n * g.K;
+  if (g.w_bf16) {
+    const uint16_t* w = static_cast<const uint16_t*>(g.W->ptr) + base;
+    for (int k = lane; k < g.K; k += 32) acc = fmaf(bf16_bits_to_float(__ldg(w + k)), xs[k], acc);
+  } else {
+    const float* w = static_cast<const float*>(g.W->ptr) + base;
+    for (int k = lane; k < g.K; k += 32) acc = fmaf(__ldg(w + k), xs[k], acc);
+  }
+  return acc;
+}
+
+// Lane 0: the epilogue of output column n_off + j of row r.
+__device__ __forceinline__ void write_output(const Gemv& g, int64_t r, int j, float dot) {
+  const int64_t n = int64_t(g.n_off) + j;
+  float y = dot;
+  if (g.bias) y += load_f(*g.bias, n);
+  const int64_t idx = r * g.out_cols + n;
+  // GEMV_ADD_TILE: the F32 GEMV result, then ADD with the residual (read before the write, so
+  // the residual may alias the output).
+  if (g.residual) y += load_f(*g.residual, idx);
+  store_f(*g.out, idx, y);
+}
+
+// Step 2 over the ring: the tile's rows arrive chunk by chunk; warps take rows round-robin.
+// Every warp waits on every chunk (even one with no row for it) before releasing it, so a
+// stage's empty phase can never complete early. False when the launch aborted mid-tile.
+template <bool kBf16>
+__device__ __forceinline__ bool gemv_from_ring(const OpContext& c, const Gemv& g,
+                                               const RingTile& t, const float* xs,
+                                               RingCursor cur) {
+  const WeightRing& ring = *c.ring;
+  const int warp = c.tid >> 5, lane = c.tid & 31, n_warps = c.n_threads >> 5;
+  const int n_vec = int(t.row_bytes / 16);
+  for (int row0 = 0; row0 < t.rows; row0 += t.rows_per_chunk) {
+    const int n_rows = min(t.rows_per_chunk, t.rows - row0);
+    if (!ring_wait_full(*c.prog, ring, cur)) return false;
+    const uint8_t* stage = ring.stage_base + int64_t(cur.stage) * ring.chunk_bytes;
+    for (int i = warp; i < n_rows; i += n_warps) {
+      const uint4* row = reinterpret_cast<const uint4*>(stage + int64_t(i) * t.row_bytes);
+      const float dot = warp_sum(lane_dot<kBf16, false>(row, n_vec, xs, lane));
+      if (lane == 0) write_output(g, 0, row0 + i, dot);
+    }
+    ring_release(ring, cur);
+    cur.advance(ring.n_stages);
+  }
+  return true;
+}
+
+// Step 2 from global memory for activation row r.
+__device__ __forceinline__ void gemv_from_global(const OpContext& c, const Gemv& g, int64_t r,
+                                                 const float* xs) {
+  const int warp = c.tid >> 5, lane = c.tid & 31, n_warps = c.n_threads >> 5;
+  const int64_t row_bytes = int64_t(g.K) * (g.w_bf16 ? 2 : 4);
+  const bool vec = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(g.W->ptr) % 16 == 0;
+  const int n_vec = int(row_bytes / 16);
+  for (int j = warp; j < g.N_tile; j += n_warps) {
+    const int64_t n = int64_t(g.n_off) + j;
+    float part;
+    if (vec) {
+      const uint4* row =
+          reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(g.W->ptr) + n * row_bytes);
+      part = g.w_bf16 ? lane_dot<true, true>(row, n_vec, xs, lane)
+                      : lane_dot<false, true>(row, n_vec, xs, lane);
+    } else {
+      part = lane_dot_scalar(g, n, xs, lane);
+    }
+    const float dot = warp_sum(part);
+    if (lane == 0) write_output(g, r, j, dot);
+  }
+}
+
+}  // namespace gemv_detail
+
+__device__ inline void op_gemv(const OpContext& c) {
+  using namespace gemv_detail;
+  Gemv g;
+  if (const int err = resolve(c, g)) {
+    op_fail(c, err);
+    return;
+  }
+  float* red = c.scratch;
+  float* xs = c.scratch + kReduceFloats;
+  const RingTile t = ring_tile(*c.prog, *c.inst, *c.ring);
+  if (t.eligible) {  // one activation row; the producer is streaming this tile's rows
+    WeightRing& ring = *c.ring;
+    // Every thread reads the cursor BEFORE build_x's barrier; thread 0 stores the advanced one
+    // after it, so no thread can read a cursor already moved past this tile.
+    const RingCursor start{ring.consumer_stage, ring.consumer_phase};
+    build_x(c, g, 0, xs, red);
+    const bool ok = g.w_bf16 ? gemv_from_ring<true>(c, g, t, xs, start)
+                             : gemv_from_ring<false>(c, g, t, xs, start);
+    if (ok && c.tid == 0) {
+      const int n_chunks = (t.rows + t.rows_per_chunk - 1) / t.rows_per_chunk;
+      RingCursor cur = start;
+      for (int i = 0; i < n_chunks; ++i) cur.advance(ring.n_stages);
+      ring.consumer_stage = cur.stage;
+      ring.consumer_phase = cur.phase;
+    }
+    return;
+  }
+  for (int64_t r = 0; r < g.rows; ++r) {
+    build_x(c, g, r, xs, red);
+    gemv_from_global(c, g, r, xs);
+    if (r + 1 < g.rows) consumer_sync(c.n_threads);  // xs is rebuilt for the next row
+  }
+}
+
+}  // namespace amk::cuda

@@ -1,0 +1,48 @@
+// How much op scratch (OpContext::scratch, the head of the CTA's dynamic shared memory) the
+// non-GEMV device instructions need, so the host loader can size MegakernelLayout::scratch_bytes.
+// Plain C++ (host and device): the loader takes the max of these and the GEMV family's K floats.
+//
+// Per op (src/vm/cuda/ops/*.cuh):
+//   COPY, ADD, SILU_MUL, EMBED, KV_APPEND, ATTENTION_COMBINE   none
+//   RMSNORM        32 floats (block_sum) for rows longer than 256; none for shorter rows
+//   SAMPLE_ARGMAX  32 floats + 32 int32 (the per-warp bests)
+//   ROPE/ROPE_FREQ head_dim doubles (the row's cos/sin table)
+//   ATTENTION_TILE none required; with attention_split_scratch_bytes() or more, a CTA with at
+//                  least twice as many consumer warps as heads splits each head's keys over
+//                  several warps (faster for few heads, long windows); with less it does not.
+// An op given less than it requires fails (op_fail) instead of overrunning shared memory.
+#pragma once
+
+#include <cstdint>
+
+namespace amk::cuda {
+
+// Largest head_dim the device ops support (ATTENTION_TILE's register slices).
+inline constexpr int kOpMaxHeadDim = 256;
+
+// block_sum's 32 floats; SAMPLE_ARGMAX's 32 floats + 32 int32.
+inline constexpr int kReductionScratchBytes = 32 * 4 + 32 * 4;
+
+constexpr int round_up16(int bytes) { return (bytes + 15) / 16 * 16; }
+
+// ROPE / ROPE_FREQ: a cos and a sin (double) per rotated pair.
+constexpr int rope_scratch_bytes(int head_dim) { return head_dim * 8; }
+
+// ATTENTION_TILE's optional key-split scratch: a warp runs up to 4 heads of a GQA group (2 when
+// head_dim > 128), each with one [acc | m | l] slot of head_dim + 2 floats.
+constexpr int attention_split_scratch_bytes(int head_dim, int consumer_threads) {
+  return round_up16((consumer_threads / 32) * (head_dim <= 128 ? 4 : 2) * (head_dim + 2) * 4);
+}
+
+// What every non-GEMV op of a program with heads of at most `max_head_dim` requires.
+constexpr int op_scratch_bytes(int max_head_dim) {
+  const int rope = rope_scratch_bytes(max_head_dim);
+  return round_up16(rope > kReductionScratchBytes ? rope : kReductionScratchBytes);
+}
+
+// Enough for every supported head_dim: a loader that does not look at the program can use this.
+inline constexpr int kOpScratchMinBytes = op_scratch_bytes(kOpMaxHeadDim);
+
+static_assert(kOpScratchMinBytes == 2048, "head_dim 256 doubles");
+
+}  // namespace amk::cuda

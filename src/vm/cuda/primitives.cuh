@@ -1,0 +1,46 @@
+// The few block-level primitives every device instruction is built from (ThunderKittens' habit:
+// small readable ops over a handful of shared pieces). Consumer threads only (device_common.cuh).
+#pragma once
+
+#include <cstdint>
+
+#include "vm/cuda/device_common.cuh"
+
+namespace amk::cuda {
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum of `v` over the consumer threads; every consumer thread gets the result. `red` is 32
+// floats of shared memory owned by the caller for the duration of the call.
+__device__ __forceinline__ float block_sum(float v, float* red, int tid, int n_threads) {
+  v = warp_sum(v);
+  const int warp = tid >> 5, lane = tid & 31, n_warps = n_threads >> 5;
+  if (lane == 0) red[warp] = v;
+  consumer_sync(n_threads);
+  float total = lane < n_warps ? red[lane] : 0.0f;
+  total = warp_sum(total);
+  consumer_sync(n_threads);  // red may be reused right after
+  return total;
+}
+
+__device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
+
+// 1 / sqrt(mean(x^2) + eps) of one row of `hidden` floats in shared or global memory.
+__device__ __forceinline__ float rms_inv(const float* x, int hidden, float eps, float* red, int tid,
+                                         int n_threads) {
+  float s = 0.0f;
+  for (int j = tid; j < hidden; j += n_threads) s += x[j] * x[j];
+  s = block_sum(s, red, tid, n_threads);
+  return rsqrtf(s / float(hidden) + eps);
+}
+
+}  // namespace amk::cuda

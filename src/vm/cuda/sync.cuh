@@ -1,0 +1,112 @@
+// IR_SPEC §8.1 wait / signal on the device, with epoch thresholds (docs/CUDA_VM.md).
+//
+// Counters are never reset between steps: in step e a wait on counter c is satisfied once
+// counters[c] >= e * counter_step_increment[c] + wait_threshold (all uint32; the host zeroes the
+// counters long before that product could pass 2^31). Only consumer thread 0 touches counters;
+// the rest of the consumers learn the outcome through a consumer barrier.
+//
+// Every spin also polls the abort flag (watchdog or op error), and the decision "leave now" is
+// made collectively (consumer_any), so all consumer threads take the same branch and no named
+// barrier is ever left waiting for threads that went elsewhere.
+#pragma once
+
+#include <cstdint>
+
+#include "amk/abi.h"
+#include "vm/cuda/device_common.cuh"
+
+namespace amk::cuda {
+
+// ld.acquire.gpu: the counter read that orders everything after it (in this thread, and through
+// the following consumer barrier in the whole CTA) after the producers' releases.
+__device__ __forceinline__ uint32_t load_acquire_gpu(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ bool abort_requested(const amk_program_t& prog) {
+  return *prog.abort_flag != 0u;  // volatile: never cached in a register or L1
+}
+
+// A consumer barrier that is also a vote: true on every consumer thread iff `pred` was true on
+// any of them (bar.red.or on named barrier 1, the same barrier consumer_sync uses).
+__device__ __forceinline__ bool consumer_any(bool pred, int n_threads) {
+  uint32_t any;
+  asm volatile(
+      "{\n\t.reg .pred p, q;\n\t"
+      "setp.ne.u32 p, %1, 0;\n\t"
+      "bar.red.or.pred q, 1, %2, p;\n\t"
+      "selp.u32 %0, 1, 0, q;\n\t}"
+      : "=r"(any)
+      : "r"(uint32_t(pred)), "r"(n_threads)
+      : "memory");
+  return any != 0u;
+}
+
+// The value counter c must reach in step `epoch` for a wait with `threshold`.
+__device__ __forceinline__ uint32_t wait_target(const amk_program_t& prog, int counter,
+                                                int32_t threshold, uint32_t epoch) {
+  return epoch * prog.counter_step_increment[counter] + uint32_t(threshold);
+}
+
+// Thread 0's spin on one counter: exponential back-off 32 ns .. 1 µs, abort polled each round.
+// False when the launch is being aborted.
+__device__ __forceinline__ bool spin_until_reached(const amk_program_t& prog, int counter,
+                                                   uint32_t target) {
+  const uint32_t* addr = prog.counters + counter;
+  unsigned sleep_ns = 32;
+  while (load_acquire_gpu(addr) < target) {
+    if (abort_requested(prog)) return false;
+    __nanosleep(sleep_ns);
+    if (sleep_ns < 1024) sleep_ns <<= 1;
+  }
+  return true;
+}
+
+// All waits of `inst` for step `epoch`, on every consumer thread. True: every input is ready
+// and visible to the whole CTA. False (on every consumer thread): the launch is aborting.
+__device__ __forceinline__ bool wait_for_inputs(const amk_program_t& prog,
+                                                const amk_instruction_t& inst, uint32_t epoch,
+                                                int tid, int n_threads) {
+  bool aborted = false;
+  if (tid == 0) {
+    for (int w = 0; w < inst.n_waits && !aborted; ++w) {
+      const int c = inst.wait_counter[w];
+      aborted = !spin_until_reached(prog, c, wait_target(prog, c, inst.wait_threshold[w], epoch));
+    }
+  }
+  return !consumer_any(aborted, n_threads);
+}
+
+// Multi-step launches: wait until the sink of the step before `epoch` has signalled, i.e. its
+// counter reached epoch * increment (docs/CUDA_VM.md). False when the launch is aborting.
+__device__ __forceinline__ bool wait_for_previous_step(const amk_program_t& prog, uint32_t epoch,
+                                                       int tid, int n_threads) {
+  bool aborted = false;
+  if (tid == 0 && prog.sink_instruction >= 0) {
+    const int c = prog.instructions[prog.sink_instruction].out_counter;
+    aborted = !spin_until_reached(prog, c, epoch * prog.counter_step_increment[c]);
+  }
+  return !consumer_any(aborted, n_threads);
+}
+
+// Thread 0's half of a signal, for callers that have just passed a consumer barrier after the
+// instruction's last write: make every write of the CTA visible at gpu scope, then count.
+__device__ __forceinline__ void publish_completion(const amk_program_t& prog,
+                                                   const amk_instruction_t& inst, int tid) {
+  if (tid == 0 && inst.out_counter >= 0) {
+    __threadfence();
+    atomicAdd(prog.counters + inst.out_counter, 1u);
+  }
+}
+
+// IR_SPEC §8.1 signal: every consumer's writes are done (barrier), then one release increment.
+__device__ __forceinline__ void signal_completion(const amk_program_t& prog,
+                                                  const amk_instruction_t& inst, int tid,
+                                                  int n_threads) {
+  consumer_sync(n_threads);
+  publish_completion(prog, inst, tid);
+}
+
+}  // namespace amk::cuda

@@ -1,0 +1,262 @@
+// The shared-memory weight ring (docs/CUDA_VM.md "Weight streaming").
+//
+// A GEMV tile reads rows [n_off, n_off + N_tile) of a row-major [N, K] weight: one contiguous
+// byte range, read exactly once. The CTA's producer warp copies that range into `n_stages`
+// stages of `chunk_bytes` with cp.async.bulk (the TMA's 1-D form: no descriptor, completes on an
+// mbarrier by byte count), so the weights of the next tasks stream in while the consumers are
+// still waiting on counters. Weights never depend on activations, so the producer never waits on
+// a counter: only on free stages (the ring's size), on the pipelining depth, and on the abort
+// flag.
+//
+// Protocol, per stage i: full[i] (1 arrival + the copy's bytes) and empty[i] (one arrival per
+// consumer warp). Producer and consumers walk the SAME deterministic sequence of chunks (the
+// CTA's queue, n_steps times, ring-eligible GEMV tiles only, each cut into whole-row chunks) and
+// keep identical (stage, phase) cursors, so no index ever travels between them.
+#pragma once
+
+#include <cstdint>
+
+#include "amk/abi.h"
+#include "vm/cuda/device_common.cuh"
+#include "vm/cuda/sync.cuh"
+
+namespace amk::cuda {
+
+// ---- PTX wrappers (mbarrier and the bulk copy; addresses in the shared window) ----------------
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+// Barrier inits must be visible to the async proxy (the bulk copies complete on them).
+__device__ __forceinline__ void mbar_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+// True once the phase with parity `parity` has completed (try_wait may suspend briefly itself).
+__device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n\t.reg .pred p;\n\t"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+      "selp.u32 %0, 1, 0, p;\n\t}"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0u;
+}
+// 1-D bulk copy global -> shared, completing `bytes` of transaction count on `bar`. dst, src and
+// bytes are multiples of 16.
+__device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uint32_t bytes,
+                                              uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(dst),
+      "l"(__cvta_generic_to_global(src)), "r"(bytes), "r"(bar)
+      : "memory");
+}
+
+// ---- the ring ---------------------------------------------------------------------------------
+
+// Lives in the bookkeeping tail of the dynamic shared memory (MegakernelLayout: 64 bytes).
+struct WeightRing {
+  uint8_t* stage_base;         // generic pointer to stage 0 (consumers read through it)
+  uint32_t stage_base_smem;    // the same in the shared window (bulk-copy destination)
+  uint32_t barriers_smem;      // full[i] at + 8 i, empty[i] at + 8 (n_stages + i)
+  int n_stages;                // 0: no ring (every tile is read from global memory)
+  int chunk_bytes;             // bytes per stage, a multiple of 16
+  int consumer_warps;          // arrivals that free a stage
+  volatile int consumer_progress;  // GEMV-family tasks the consumers have started (waits passed)
+  int consumer_stage;          // the consumers' cursor, carried from one GEMV task to the next
+  uint32_t consumer_phase;     //   (written by consumer thread 0 after a consumer barrier)
+
+  __device__ __forceinline__ uint32_t full_bar(int stage) const {
+    return barriers_smem + 8u * uint32_t(stage);
+  }
+  __device__ __forceinline__ uint32_t empty_bar(int stage) const {
+    return barriers_smem + 8u * uint32_t(n_stages + stage);
+  }
+};
+static_assert(sizeof(WeightRing) <= 64, "WeightRing must fit MegakernelLayout's 64 bytes");
+
+// Stage index and phase bit; both sides advance identically over the same chunk sequence.
+struct RingCursor {
+  int stage;
+  uint32_t phase;
+  __device__ __forceinline__ void advance(int n_stages) {
+    if (++stage == n_stages) {
+      stage = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
+// Thread 0 of the CTA, before the kernel's one __syncthreads.
+__device__ __forceinline__ void ring_init(WeightRing& r, uint8_t* stages, uint64_t* barriers,
+                                          int n_stages, int chunk_bytes, int consumer_warps) {
+  r.stage_base = stages;
+  r.stage_base_smem = smem_addr(stages);
+  r.barriers_smem = smem_addr(barriers);
+  r.n_stages = n_stages;
+  r.chunk_bytes = chunk_bytes;
+  r.consumer_warps = consumer_warps;
+  r.consumer_progress = 0;
+  r.consumer_stage = 0;
+  r.consumer_phase = 0;
+  for (int i = 0; i < n_stages; ++i) {
+    mbar_init(r.full_bar(i), 1u);  // the producer's arrive.expect_tx; the bytes do the rest
+    mbar_init(r.empty_bar(i), uint32_t(consumer_warps));
+  }
+  mbar_init_fence();
+}
+
+__device__ __forceinline__ bool is_gemv_family(int op) {
+  return op == AMK_OP_GEMV_TILE || op == AMK_OP_RMSNORM_GEMV_TILE ||
+         op == AMK_OP_SILU_MUL_GEMV_TILE || op == AMK_OP_GEMV_ADD_TILE;
+}
+// Which input is the [N, K] weight.
+__device__ __forceinline__ int gemv_weight_input(int op) {
+  return (op == AMK_OP_RMSNORM_GEMV_TILE || op == AMK_OP_SILU_MUL_GEMV_TILE) ? 2 : 1;
+}
+
+// How one GEMV tile's weights travel. Evaluated identically by the producer and the consumers
+// (same instruction, same buffers, same ring), so both agree on which tiles use the ring and how
+// they are chunked without exchanging anything.
+struct RingTile {
+  bool eligible = false;
+  const uint8_t* src = nullptr;  // first byte of row n_off
+  uint32_t row_bytes = 0;
+  int rows = 0;            // N_tile
+  int rows_per_chunk = 0;  // floor(chunk_bytes / row_bytes)
+};
+
+// Eligible: an F32/BF16 [N, K] weight with in-range tile params (so the producer never copies
+// out of bounds, whatever the consumers later decide), 16-byte aligned base and row length
+// (then every chunk's address and size are multiples of 16), a row that fits one stage, and a
+// single activation row (a multi-row x is looped row by row over global weights, gemv.cuh).
+__device__ __forceinline__ RingTile ring_tile(const amk_program_t& prog,
+                                              const amk_instruction_t& inst,
+                                              const WeightRing& ring) {
+  RingTile t;
+  if (ring.n_stages < 1 || ring.chunk_bytes < 16) return t;
+  const int wi = gemv_weight_input(inst.op);
+  if (inst.n_inputs <= wi || inst.n_outputs < 1) return t;
+  const amk_params_t& p = inst.params;
+  if (p.K < 1 || p.N_tile < 1 || p.n_off < 0) return t;
+  const amk_buffer_t& W = prog.buffers[inst.inputs[wi]];
+  if (W.rank != 2 || W.shape[1] != p.K || int64_t(p.n_off) + p.N_tile > W.shape[0]) return t;
+  if (W.dtype != AMK_DTYPE_BF16 && W.dtype != AMK_DTYPE_F32) return t;
+  const int64_t row_bytes = int64_t(p.K) * (W.dtype == AMK_DTYPE_BF16 ? 2 : 4);
+  if (row_bytes % 16 != 0 || row_bytes > ring.chunk_bytes) return t;
+  if (reinterpret_cast<uintptr_t>(W.ptr) % 16 != 0) return t;
+  if (prog.buffers[inst.inputs[0]].numel != p.K) return t;  // exactly one activation row
+  t.eligible = true;
+  t.row_bytes = uint32_t(row_bytes);
+  t.src = static_cast<const uint8_t*>(W.ptr) + int64_t(p.n_off) * row_bytes;
+  t.rows = p.N_tile;
+  t.rows_per_chunk = int(ring.chunk_bytes / row_bytes);
+  return t;
+}
+
+// ---- producer (lane 0 of the producer warp) ---------------------------------------------------
+
+// Waits until the consumers have started `needed` GEMV-family tasks. False on abort.
+__device__ __forceinline__ bool producer_wait_progress(const amk_program_t& prog,
+                                                       const WeightRing& ring, int64_t needed) {
+  unsigned sleep_ns = 32;
+  while (int64_t(ring.consumer_progress) < needed) {
+    if (abort_requested(prog)) return false;
+    __nanosleep(sleep_ns);
+    if (sleep_ns < 512) sleep_ns <<= 1;
+  }
+  return true;
+}
+
+// Waits until the consumers have released the stage (empty phase done). False on abort.
+__device__ __forceinline__ bool producer_wait_empty(const amk_program_t& prog,
+                                                    const WeightRing& ring, RingCursor cur) {
+  // Parity phase^1: on a fresh barrier the "previous" phase counts as complete, so the first
+  // n_stages fills go straight through.
+  while (!mbar_try_wait(ring.empty_bar(cur.stage), cur.phase ^ 1u)) {
+    if (abort_requested(prog)) return false;
+  }
+  return true;
+}
+
+// Streams every ring-eligible GEMV tile of this CTA's queue, n_steps times, in the consumers'
+// order. Run by ONE thread. Before returning (normally or on abort) it waits for its own copies
+// to land, so the CTA never exits with a bulk copy still writing its shared memory.
+__device__ __forceinline__ void ring_producer(const amk_program_t& prog, WeightRing& ring,
+                                           int queue_begin, int queue_end) {
+  RingCursor cur{0, 0u};
+  int64_t issued = 0;     // chunks copied so far
+  int64_t gemv_task = 0;  // index of the GEMV-family task in the consumers' sequence
+  for (int s = 0; s < prog.n_steps; ++s) {
+    for (int q = queue_begin; q < queue_end; ++q) {
+      const amk_instruction_t& inst = prog.instructions[prog.sm_queue[q]];
+      if (!is_gemv_family(inst.op)) continue;
+      const int64_t task = gemv_task++;
+      const RingTile t = ring_tile(prog, inst, ring);
+      if (!t.eligible) continue;
+      // Pipelining depth d (M_tile): start task j once the consumers have started task j - d.
+      const int64_t depth = inst.params.M_tile > 0 ? inst.params.M_tile : 0;
+      if (!producer_wait_progress(prog, ring, task - depth + 1)) goto drain;
+      for (int row = 0; row < t.rows; row += t.rows_per_chunk) {
+        const int n_rows = min(t.rows_per_chunk, t.rows - row);
+        const uint32_t bytes = uint32_t(n_rows) * t.row_bytes;
+        if (!producer_wait_empty(prog, ring, cur)) goto drain;
+        const uint32_t full = ring.full_bar(cur.stage);
+        mbar_arrive_expect_tx(full, bytes);
+        bulk_copy_g2s(ring.stage_base_smem + uint32_t(cur.stage) * uint32_t(ring.chunk_bytes),
+                      t.src + int64_t(row) * t.row_bytes, bytes, full);
+        ++issued;
+        cur.advance(ring.n_stages);
+      }
+    }
+  }
+drain:
+  // The last fill of each stage is the only one that can still be in flight.
+  for (int64_t k = 0; k < issued && k < ring.n_stages; ++k) {
+    if (cur.stage == 0) {
+      cur.stage = ring.n_stages - 1;
+      cur.phase ^= 1u;
+    } else {
+      --cur.stage;
+    }
+    while (!mbar_try_wait(ring.full_bar(cur.stage), cur.phase)) {
+    }
+  }
+}
+
+// ---- consumer side (warp-collective) ----------------------------------------------------------
+
+// The whole warp waits for the stage's data. Warp-uniform result: false when the launch aborts
+// (the producer may have stopped, so the stage might never fill).
+__device__ __forceinline__ bool ring_wait_full(const amk_program_t& prog, const WeightRing& ring,
+                                               RingCursor cur) {
+  const uint32_t bar = ring.full_bar(cur.stage);
+  while (true) {
+    // Every lane observes the completed phase itself, which makes the copied bytes visible to it.
+    if (__all_sync(0xffffffffu, mbar_try_wait(bar, cur.phase))) return true;
+    int aborting = 0;
+    if ((threadIdx.x & 31) == 0) aborting = abort_requested(prog) ? 1 : 0;
+    if (__shfl_sync(0xffffffffu, aborting, 0)) return false;
+  }
+}
+
+// The warp is done reading the stage: one arrival per warp frees it once all warps arrived.
+__device__ __forceinline__ void ring_release(const WeightRing& ring, RingCursor cur) {
+  __syncwarp();
+  if ((threadIdx.x & 31) == 0) mbar_arrive(ring.empty_bar(cur.stage));
+}
+
+}  // namespace amk::cuda

@@ -1,0 +1,293 @@
+// The CUDA VM on a real GPU, each result held against an expectation computed elsewhere:
+// transformers' logits (the fixtures' oracle), the ReferenceVM decoding the same program, the
+// host-driven greedy loop, the watchdog's wall clock. Every test skips where no usable GPU exists
+// (AMK_REQUIRE_GPU), so this binary runs, and says why it did nothing, everywhere.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "amk/checkpoint.h"
+#include "amk/cuda_vm.h"
+#include "amk/decoder.h"
+#include "amk/lowering.h"
+#include "amk/oracle.h"
+#include "amk/random_checkpoint.h"
+#include "amk/validate.h"
+#include "gpu/gpu_support.h"
+
+namespace {
+
+using namespace amk;
+using namespace amk::gpu_testing;
+
+constexpr int64_t kFixtureContext = 64;  // holds the fixtures' 52-token sequences
+const char* const kFixtures[] = {"tiny-llama", "tiny-qwen3"};
+
+Program lower_fixture(const Checkpoint& ck, const ScheduleConfig& config, DType weights,
+                      int64_t max_context = kFixtureContext) {
+  return lower(ck.config(), config, device_target(), max_context, weights);
+}
+
+// The schedules the BF16 comparisons sweep: each changes a different part of the device code
+// (fused prologues and epilogues, split-KV partials + combine, narrow GEMV tiles, the producer
+// warp's prefetch distance, the CTA width).
+std::vector<std::pair<std::string, ScheduleConfig>> schedule_sweep() {
+  std::vector<std::pair<std::string, ScheduleConfig>> out;
+  out.emplace_back("default", ScheduleConfig{});
+  ScheduleConfig fused;
+  fused.fusion_grouping = {{"rmsnorm", "gemv"}, {"silu_mul", "gemv"}, {"gemv", "add"}};
+  out.emplace_back("fused", fused);
+  // kv_block 8: the split the lowering allows at max_context 64 with the most blocks (8, the
+  // combine's input cap); kv_block 4 would need 16.
+  ScheduleConfig split;
+  split.tiling = {{"attention", {{"kv_block", 8}}}};
+  out.emplace_back("split_kv8", split);
+  ScheduleConfig narrow;
+  narrow.tiling = {{"gemv", {{"N_tile", 16}}}};
+  out.emplace_back("gemv_N_tile16", narrow);
+  ScheduleConfig no_prefetch;
+  no_prefetch.pipelining_depth = 0;
+  out.emplace_back("pipelining0", no_prefetch);
+  ScheduleConfig deep_prefetch;
+  deep_prefetch.pipelining_depth = 4;
+  out.emplace_back("pipelining4", deep_prefetch);
+  ScheduleConfig narrow_cta;
+  narrow_cta.threads_per_block = 128;
+  out.emplace_back("threads128", narrow_cta);
+  ScheduleConfig wide_cta;
+  wide_cta.threads_per_block = 512;
+  out.emplace_back("threads512", wide_cta);
+  return out;
+}
+
+void expect_matches_reference(const Checkpoint& ck, const Program& program,
+                              std::span<const int64_t> tokens) {
+  ReferenceDecoder reference(ck, program);
+  CudaDecoder cuda(ck, program);
+  const DecoderComparison c = compare_teacher_forced(reference, cuda, tokens);
+  for (const std::string& f : c.failures) ADD_FAILURE() << f;
+  EXPECT_GT(c.decisive_positions, 0) << "no position had a decisive top-1: the check proved nothing";
+  std::cout << "  worst relative error " << c.worst_error << " at position " << c.worst_position
+            << ", top-1 checked at " << c.decisive_positions << "/" << tokens.size() << "\n";
+}
+
+// ---- (a) the fixtures' oracle, fp32 weights --------------------------------------------------
+TEST(CudaVm, FixtureOracleFp32) {
+  AMK_REQUIRE_GPU();
+  for (const char* name : kFixtures) {
+    SCOPED_TRACE(name);
+    const Checkpoint ck = Checkpoint::open(fixture_dir(name));
+    const ExpectedOutputs e = load_expected(fixture_dir(name) / "expected.safetensors");
+    CudaDecoder dec(ck, lower_fixture(ck, {}, DType::F32));
+    const OracleReport r = run_oracle(dec, e);
+    EXPECT_LE(r.worst_error, kOracleTolerance) << "worst at position " << r.worst_position;
+    EXPECT_TRUE(r.continuation_ok) << "diverges at continuation index " << r.first_divergence;
+    EXPECT_FALSE(r.continuation.empty());
+    EXPECT_TRUE(r.pass());
+    std::cout << name << " on the GPU: worst error " << r.worst_error << " at position "
+              << r.worst_position << "\n";
+  }
+}
+
+// ---- (b) bf16 weights against the ReferenceVM on the same program, over the schedules --------
+TEST(CudaVm, Bf16MatchesReference) {
+  AMK_REQUIRE_GPU();
+  for (const char* name : kFixtures) {
+    const Checkpoint ck = Checkpoint::open(fixture_dir(name));
+    const ExpectedOutputs e = load_expected(fixture_dir(name) / "expected.safetensors");
+    for (const auto& [label, config] : schedule_sweep()) {
+      SCOPED_TRACE(std::string(name) + " / " + label);
+      std::cout << name << " / " << label << ":\n";
+      expect_matches_reference(ck, lower_fixture(ck, config, DType::BF16), e.sequence_ids);
+    }
+  }
+}
+
+// ---- (c) greedy decode inside one launch == the host loop -----------------------------------
+TEST(CudaVm, OnDeviceGenerationMatchesHostLoop) {
+  AMK_REQUIRE_GPU();
+  constexpr int kTokens = 24;
+  const Checkpoint ck = Checkpoint::open(fixture_dir("tiny-llama"));
+  const ExpectedOutputs e = load_expected(fixture_dir("tiny-llama") / "expected.safetensors");
+  const std::vector<int64_t>& prompt = e.prompt_ids;
+  ASSERT_GE(prompt.size(), 2u);
+  CudaDecoder dec(ck, lower_fixture(ck, {}, DType::F32));
+
+  // The host loop: one launch per token, the argmax read back and fed in by the host.
+  for (int64_t t : prompt) dec.step(t);
+  std::vector<int64_t> host;
+  for (int i = 0; i < kTokens; ++i) {
+    host.push_back(dec.last_next_token());
+    dec.step(host.back());
+  }
+  // Independent of the GPU: fp32 greedy decoding continues as transformers did.
+  ASSERT_GE(e.sequence_ids.size(), prompt.size() + kTokens);
+  const std::vector<int64_t> expected(e.sequence_ids.begin() + int64_t(prompt.size()),
+                                      e.sequence_ids.begin() + int64_t(prompt.size()) + kTokens);
+  EXPECT_EQ(host, expected) << "the host loop's greedy continuation differs from transformers'";
+
+  // The same steps in ONE launch: the prompt's last token starts it, each step's argmax is fed to
+  // the next on the device.
+  dec.reset();
+  for (size_t i = 0; i + 1 < prompt.size(); ++i) dec.step(prompt[i]);
+  const std::vector<int32_t> device = dec.generate_on_device(prompt.back(), kTokens);
+  EXPECT_EQ(std::vector<int64_t>(device.begin(), device.end()), host);
+  EXPECT_EQ(dec.position(), int64_t(prompt.size()) - 1 + kTokens);
+
+  // generate(): launches of 8 (1 + 8 + 8 + 7 tokens), so epochs and the position carry over
+  // between multi-step launches too.
+  dec.reset();
+  dec.tokens_per_launch = 8;
+  EXPECT_EQ(dec.generate(prompt, kTokens), host);
+}
+
+// ---- (d) a random Llama-3-scaled checkpoint (ROPE_FREQ) against the reference ---------------
+TEST(CudaVm, RandomLlama3ScaledMatchesReference) {
+  AMK_REQUIRE_GPU();
+  const TempDir dir("llama3_tiny");
+  write_random_checkpoint(dir.path(), "tiny", DType::BF16, 20240611);
+  const Checkpoint ck = Checkpoint::open(dir.path());
+  ASSERT_EQ(ck.config().rope.type, RopeType::Llama3) << "the preset should exercise scaled RoPE";
+  std::mt19937_64 rng(7);
+  std::vector<int64_t> tokens(48);
+  for (int64_t& t : tokens) t = int64_t(rng() % uint64_t(ck.config().vocab_size));
+  std::vector<std::pair<std::string, ScheduleConfig>> configs;
+  for (auto& [label, config] : schedule_sweep())
+    if (label == "default" || label == "fused" || label == "split_kv8") configs.emplace_back(label, config);
+  for (const auto& [label, config] : configs) {
+    SCOPED_TRACE(label);
+    std::cout << "tiny (llama3 rope) / " << label << ":\n";
+    const Program p = lower_fixture(ck, config, DType::BF16);
+    bool has_rope_freq = false;
+    for (const Task& t : p.tasks) has_rope_freq |= t.op == Op::ROPE_FREQ;
+    EXPECT_TRUE(has_rope_freq) << "scaled RoPE lowers to ROPE_FREQ";
+    expect_matches_reference(ck, p, tokens);
+  }
+}
+
+// A task that waits on a counter nothing signals: validate() rejects it, and the GPU would spin
+// on it forever without the watchdog.
+Program starved_program() {
+  Program p;
+  const int64_t done = p.new_counter("done"), orphan = p.new_counter("never signalled");
+  Task& t = p.add_task(Op::NOP, {}, {}, done, {{orphan, 1}}, {}, "starved");
+  t.sm = 0;
+  return p;
+}
+
+// ---- (e) the watchdog: a hung launch comes back as Timeout and the GPU stays usable ---------
+TEST(CudaVm, WatchdogTimeout) {
+  AMK_REQUIRE_GPU();
+  CudaVmOptions opt;
+  opt.timeout_s = 1.0;
+  opt.testing_skip_validation = true;
+  CudaVM vm(starved_program(), opt);
+  const auto t0 = std::chrono::steady_clock::now();
+  const CudaRunResult r = vm.run(0);
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.status, CudaStatus::Timeout) << name_of(r.status) << ": " << r.message;
+  EXPECT_NE(r.message.find("watchdog"), std::string::npos) << r.message;
+  EXPECT_GE(wall_s, 1.0) << "the watchdog fired before its timeout";
+  EXPECT_LE(wall_s, 2.0) << "the CTAs took too long to leave on the abort flag";
+  EXPECT_GE(r.wall_ms, 1000.0);
+
+  // The same VM again: the counters and the flag were reset, so it times out the same way
+  // instead of leaving at once on a stale flag.
+  const CudaRunResult again = vm.run(0);
+  EXPECT_EQ(again.status, CudaStatus::Timeout) << again.message;
+  EXPECT_GE(again.wall_ms, 1000.0) << "a stale abort flag ended the second launch early";
+
+  // And the GPU still decodes correctly in the same process.
+  const Checkpoint ck = Checkpoint::open(fixture_dir("tiny-llama"));
+  const ExpectedOutputs e = load_expected(fixture_dir("tiny-llama") / "expected.safetensors");
+  CudaDecoder dec(ck, lower_fixture(ck, {}, DType::F32));
+  const std::vector<float> logits = dec.step(e.sequence_ids[0]);
+  ASSERT_EQ(int64_t(logits.size()), e.vocab);
+  double diff = 0, scale = 0;
+  for (int64_t j = 0; j < e.vocab; ++j) {
+    diff = std::max(diff, double(std::fabs(logits[size_t(j)] - e.logits[size_t(j)])));
+    scale = std::max(scale, double(std::fabs(e.logits[size_t(j)])));
+  }
+  EXPECT_LE(diff / scale, kOracleTolerance) << "position 0 after the timeout";
+}
+
+// ---- (f) a program validate() rejects never launches -----------------------------------------
+TEST(CudaVm, RejectedProgram) {
+  AMK_REQUIRE_GPU();
+  const Program p = starved_program();
+  ASSERT_FALSE(validate(p).ok);
+  try {
+    CudaVM vm(p);
+    FAIL() << "the CUDA VM loaded a program validate() rejects";
+  } catch (const CudaVmError& e) {
+    EXPECT_EQ(e.status(), CudaStatus::Rejected) << name_of(e.status()) << ": " << e.what();
+    EXPECT_NE(e.status(), CudaStatus::Timeout);
+    EXPECT_NE(std::string(e.what()).find("REJECTED"), std::string::npos) << e.what();
+  }
+  // A program validate() accepts but whose multi-step launch has no sink is refused at run().
+  Program single;
+  const int64_t x = single.new_buffer("x", BufferKind::IO_INPUT, DType::F32, {4});
+  const int64_t y = single.new_buffer("y", BufferKind::IO_OUTPUT, DType::F32, {4});
+  single.add_task(Op::COPY, {x}, {y}, single.new_counter(), {}, {}, "copy").sm = 0;
+  ASSERT_TRUE(validate(single).ok) << validate(single).report();
+  CudaVM vm(single);
+  try {
+    vm.run(0, 2);
+    FAIL() << "two steps ran without a sink";
+  } catch (const CudaVmError& e) {
+    EXPECT_EQ(e.status(), CudaStatus::Rejected) << e.what();
+  }
+  // ... while one step runs, and COPY copies.
+  const std::vector<float> v = {1.5f, -2.0f, 3.25f, 0.0f};
+  vm.set_buffer(x, Tensor::from_floats(DType::F32, {4}, v));
+  const CudaRunResult r = vm.run(0);
+  ASSERT_TRUE(r.ok()) << name_of(r.status) << ": " << r.message;
+  EXPECT_EQ(vm.read_buffer(y).to_floats(), v);
+}
+
+// ---- the streaming-read ceiling `amk bench` reports -------------------------------------------
+TEST(CudaVm, StreamReadCeilingIsPlausible) {
+  AMK_REQUIRE_GPU();
+  // 1 GiB: far past L2, so the figure is DRAM's. Against the family's spec bandwidth: a sum that
+  // was optimised away or a timing bug shows as an impossible rate; a broken kernel as a tiny one.
+  const double gbs = cuda_stream_read_gbs(int64_t{1} << 30, 5);
+  const double spec = device_target().hbm_bandwidth_gbs;
+  std::cout << "stream read: " << gbs << " GB/s (spec " << spec << ")\n";
+  EXPECT_GT(gbs, 0.25 * spec);
+  EXPECT_LT(gbs, 1.1 * spec);
+  EXPECT_THROW(cuda_stream_read_gbs(0, 1), std::invalid_argument);
+}
+
+// ---- (g) a long generation at a real shape (opt-in) ------------------------------------------
+TEST(CudaVm, LongGeneration) {
+  AMK_REQUIRE_GPU();
+  const char* dir = std::getenv("AMK_LONG_MODEL_DIR");
+  if (dir == nullptr || *dir == '\0')
+    GTEST_SKIP() << "set AMK_LONG_MODEL_DIR to a llama-3.2-1b checkpoint to run it "
+                    "(amk make-model --preset llama-3.2-1b --dtype bf16 -o DIR)";
+  constexpr int64_t kContext = 1100, kGenerate = 1000;
+  const Checkpoint ck = Checkpoint::open(dir);
+  CudaVmOptions opt;
+  opt.timeout_s = 60.0;  // per launch
+  CudaDecoder dec(ck, lower(ck.config(), {}, device_target(), kContext), opt);
+  dec.tokens_per_launch = 64;
+  const int64_t bos = 128000 % ck.config().vocab_size;
+  const std::vector<int64_t> prompt = {bos};
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<int64_t> out = dec.generate(prompt, kGenerate);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(int64_t(out.size()), kGenerate);
+  for (size_t i = 0; i < out.size(); ++i)
+    ASSERT_TRUE(out[i] >= 0 && out[i] < ck.config().vocab_size) << "token " << i << " = " << out[i];
+  EXPECT_EQ(dec.position(), int64_t(prompt.size()) + kGenerate - 1);
+  std::cout << "generated " << kGenerate << " tokens in " << s << " s ("
+            << double(kGenerate) / s << " tokens/s, launches of " << dec.tokens_per_launch << ")\n";
+}
+
+}  // namespace

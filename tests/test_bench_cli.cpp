@@ -1,0 +1,36 @@
+// `amk bench` without a usable GPU: it must say why and exit 2 before generating, measuring or
+// printing any number (PROGRAM.md §7: never a latency without its verdict, never a fake one).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "support/amk_command.h"
+
+namespace {
+
+using amk::testing::run_amk;
+
+// Hides every GPU from the child, so the test means the same on a machine that has one.
+class BenchCli : public ::testing::Test {
+ protected:
+  void SetUp() override { setenv("CUDA_VISIBLE_DEVICES", "", 1); }
+  void TearDown() override { unsetenv("CUDA_VISIBLE_DEVICES"); }
+};
+
+TEST_F(BenchCli, WithoutAGpuItSaysWhyAndExitsTwo) {
+  const auto r = run_amk("bench --preset tiny --results /dev/null");
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("no usable GPU"), std::string::npos) << r.err;
+  // No numbers: nothing about the floor, the latency or the check reached stdout.
+  EXPECT_EQ(r.out.find("floor"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("token"), std::string::npos) << r.out;
+}
+
+TEST_F(BenchCli, NeedsExactlyOneModel) {
+  EXPECT_EQ(run_amk("bench").exit_code, 2);
+  EXPECT_EQ(run_amk("bench /nonexistent --preset tiny").exit_code, 2);
+  EXPECT_EQ(run_amk("bench --preset tiny --tokens 0").exit_code, 2);
+}
+
+}  // namespace

@@ -1,0 +1,380 @@
+// marshal(): the Program -> ABI tables the CUDA megakernel walks, checked on the CPU against
+// expectations computed here from the IR itself (never from marshal's own helpers).
+#include "vm/cuda/marshal.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+
+#include "amk/lowering.h"
+#include "amk/model_config.h"
+
+namespace {
+
+using namespace amk;
+using amk::cuda::BufferPlacement;
+using amk::cuda::MarshalError;
+using amk::cuda::MarshalLimits;
+using amk::cuda::MarshalledProgram;
+
+const std::filesystem::path kFixtures = std::filesystem::path(AMK_TESTDATA_DIR) / "fixtures";
+
+Program tiny_llama(const ScheduleConfig& config = {}) {
+  const ModelConfig m = load_model_config(kFixtures / "tiny-llama" / "config.json");
+  return lower(m, config, *find_target("h100"), 64);
+}
+
+MarshalLimits h100_limits() {
+  MarshalLimits l;
+  l.smem_bytes_per_block_optin = 232448;
+  l.num_sms = 132;
+  return l;
+}
+
+int32_t position_of(const MarshalledProgram& m, int64_t id) {
+  const auto it = std::find(m.buffer_ids.begin(), m.buffer_ids.end(), id);
+  return it == m.buffer_ids.end() ? -1 : int32_t(it - m.buffer_ids.begin());
+}
+
+const Buffer& buffer_named(const Program& p, std::string_view name) {
+  for (const Buffer& b : p.buffers)
+    if (b.name == name) return b;
+  throw std::out_of_range(std::string(name));
+}
+
+const Buffer& buffer_by_id(const Program& p, int64_t id) {
+  for (const Buffer& b : p.buffers)
+    if (b.id == id) return b;
+  throw std::out_of_range(std::to_string(id));
+}
+
+std::string marshal_error(const Program& p, const MarshalLimits& limits = h100_limits()) {
+  try {
+    (void)cuda::marshal(p, limits);
+  } catch (const MarshalError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Marshal, ParamsFollowParamFieldsWithAbsentFieldsZero) {
+  Params p;
+  p.set_int("K", 64);
+  p.set_int("N_tile", 32);
+  p.set_int("n_off", 96);
+  p.set_int("flags", 5);
+  p.set_int("dim", -1);
+  p.set_real("eps", 1e-5);
+  p.set_int("theta", 10000);  // an integer written where a real is expected still counts
+  const amk_params_t a = cuda::marshal_params(p);
+  EXPECT_EQ(a.K, 64);
+  EXPECT_EQ(a.N_tile, 32);
+  EXPECT_EQ(a.n_off, 96);
+  EXPECT_EQ(a.flags, 5);
+  EXPECT_EQ(a.dim, -1);
+  EXPECT_FLOAT_EQ(a.eps, 1e-5f);
+  EXPECT_FLOAT_EQ(a.theta, 10000.0f);
+  EXPECT_EQ(a.N, 0);
+  EXPECT_EQ(a.kv_len, 0);
+  EXPECT_EQ(a.qdtype, 0);
+  EXPECT_EQ(a.scale, 0.0f);
+}
+
+TEST(Marshal, BuffersAreInIdOrderWithRowMajorStrides) {
+  const Program p = tiny_llama();
+  const MarshalledProgram m = cuda::marshal(p, h100_limits());
+  ASSERT_EQ(m.buffers.size(), p.buffers.size());
+  ASSERT_EQ(m.placement.size(), p.buffers.size());
+  EXPECT_TRUE(std::is_sorted(m.buffer_ids.begin(), m.buffer_ids.end()));
+  for (size_t i = 0; i < m.buffers.size(); ++i) {
+    const Buffer& b = buffer_by_id(p, m.buffer_ids[i]);
+    const amk_buffer_t& a = m.buffers[i];
+    EXPECT_EQ(a.ptr, nullptr);
+    EXPECT_EQ(a.numel, b.numel());
+    EXPECT_EQ(a.dtype, int32_t(b.dtype));
+    EXPECT_EQ(a.space, int32_t(b.space));
+    ASSERT_EQ(a.rank, int32_t(b.shape.size()));
+    int64_t stride = 1;
+    for (int d = a.rank - 1; d >= 0; --d) {
+      EXPECT_EQ(a.shape[d], b.shape[size_t(d)]);
+      EXPECT_EQ(a.stride[d], stride) << b.name << " dim " << d;
+      stride *= b.shape[size_t(d)];
+    }
+  }
+  const int32_t k0 = position_of(m, buffer_named(p, kv_cache_name(0, 'k')).id);
+  ASSERT_GE(k0, 0);
+  // [max_context, n_kv_heads, head_dim] = [64, 2, 16]
+  EXPECT_EQ(m.buffers[size_t(k0)].stride[0], 32);
+  EXPECT_EQ(m.buffers[size_t(k0)].stride[1], 16);
+  EXPECT_EQ(m.buffers[size_t(k0)].stride[2], 1);
+}
+
+TEST(Marshal, GemvTileInstructionCarriesItsParamsAndOperandPositions) {
+  const Program p = tiny_llama();
+  const MarshalledProgram m = cuda::marshal(p, h100_limits());
+  ASSERT_EQ(m.instructions.size(), p.tasks.size());
+  const auto it = std::find_if(p.tasks.begin(), p.tasks.end(),
+                               [](const Task& t) { return t.op == Op::GEMV_TILE; });
+  ASSERT_NE(it, p.tasks.end());
+  const Task& t = *it;
+  const amk_instruction_t& in = m.instructions[size_t(it - p.tasks.begin())];
+  EXPECT_EQ(in.op, int32_t(Op::GEMV_TILE));
+  EXPECT_EQ(in.params.K, t.params.get_int("K", -1));
+  EXPECT_EQ(in.params.N_tile, t.params.get_int("N_tile", -1));
+  EXPECT_EQ(in.params.n_off, t.params.get_int("n_off", -1));
+  EXPECT_EQ(in.params.M_tile, p.config->pipelining_depth);
+  EXPECT_EQ(in.sm, *t.sm);
+  ASSERT_EQ(in.n_inputs, int32_t(t.inputs.size()));
+  for (size_t i = 0; i < t.inputs.size(); ++i)
+    EXPECT_EQ(m.buffer_ids[size_t(in.inputs[i])], t.inputs[i]);
+  for (int i = in.n_inputs; i < AMK_MAX_INPUTS; ++i) EXPECT_EQ(in.inputs[i], -1);
+  ASSERT_EQ(in.n_outputs, 1);
+  EXPECT_EQ(m.buffer_ids[size_t(in.outputs[0])], t.outputs[0]);
+  ASSERT_EQ(in.n_waits, int32_t(t.waits.size()));
+  for (size_t w = 0; w < t.waits.size(); ++w) {
+    EXPECT_EQ(in.wait_counter[w], t.waits[w].counter);  // lowering's counter ids are dense
+    EXPECT_EQ(in.wait_threshold[w], t.waits[w].threshold);
+  }
+  // K of the first projection is the hidden size; its weight row is [N, K] with K = 64.
+  EXPECT_EQ(in.params.K, 64);
+}
+
+TEST(Marshal, EachSmQueueHoldsItsTasksInListOrder) {
+  const Program p = tiny_llama();
+  const MarshalledProgram m = cuda::marshal(p, h100_limits());
+  ASSERT_EQ(m.n_sms, 132);
+  ASSERT_EQ(m.sm_queue_offset.size(), size_t(m.n_sms) + 1);
+  EXPECT_EQ(m.sm_queue_offset.front(), 0);
+  EXPECT_EQ(m.sm_queue_offset.back(), int32_t(p.tasks.size()));
+  ASSERT_EQ(m.sm_queue.size(), p.tasks.size());
+  for (int32_t sm = 0; sm < m.n_sms; ++sm) {
+    std::vector<int32_t> expected;
+    for (size_t i = 0; i < p.tasks.size(); ++i)
+      if (*p.tasks[i].sm == sm) expected.push_back(int32_t(i));
+    const std::vector<int32_t> got(m.sm_queue.begin() + m.sm_queue_offset[size_t(sm)],
+                                   m.sm_queue.begin() + m.sm_queue_offset[size_t(sm) + 1]);
+    EXPECT_EQ(got, expected) << "SM " << sm;
+  }
+}
+
+TEST(Marshal, StepIncrementOfAGemvCounterIsItsTileCount) {
+  ScheduleConfig c;
+  c.tiling = {{"gemv", {{"N_tile", 16}}}};
+  const Program p = tiny_llama(c);
+  const MarshalledProgram m = cuda::marshal(p, h100_limits());
+  ASSERT_EQ(m.counter_step_increment.size(), p.counters.size());
+  const auto gemv = std::find_if(p.tasks.begin(), p.tasks.end(),
+                                 [](const Task& t) { return t.op == Op::GEMV_TILE; });
+  ASSERT_NE(gemv, p.tasks.end());
+  const int64_t tiles =
+      std::count_if(p.tasks.begin(), p.tasks.end(), [&](const Task& t) {
+        return t.op == Op::GEMV_TILE && t.out_counter == gemv->out_counter;
+      });
+  // The first GEMV (q projection, N = 4 heads x 16) in tiles of 16.
+  EXPECT_EQ(tiles, 4);
+  EXPECT_EQ(m.counter_step_increment[size_t(gemv->out_counter)], uint32_t(tiles));
+  // Every counter: the number of tasks signalling it; a single-writer task's counter is 1.
+  std::map<int64_t, uint32_t> producers;
+  for (const Task& t : p.tasks) ++producers[t.out_counter];
+  for (const Counter& counter : p.counters)
+    EXPECT_EQ(m.counter_step_increment[size_t(counter.id)], producers[counter.id]);
+}
+
+TEST(Marshal, SinkIsTheArgmaxAndTheIoBuffersAreFound) {
+  const Program p = tiny_llama();
+  const MarshalledProgram m = cuda::marshal(p, h100_limits());
+  const auto argmax = std::find_if(p.tasks.begin(), p.tasks.end(),
+                                   [](const Task& t) { return t.op == Op::SAMPLE_ARGMAX; });
+  ASSERT_NE(argmax, p.tasks.end());
+  EXPECT_EQ(m.sink_instruction, int32_t(argmax - p.tasks.begin()));
+  EXPECT_EQ(m.next_token_buffer, position_of(m, buffer_named(p, "next_token").id));
+  EXPECT_EQ(m.pos_buffer, position_of(m, buffer_named(p, "pos").id));
+  EXPECT_EQ(m.token_buffer, position_of(m, buffer_named(p, "token").id));
+  EXPECT_GE(m.pos_buffer, 0);
+  EXPECT_GE(m.token_buffer, 0);
+}
+
+TEST(Marshal, FusedAndSplitKvProgramsKeepTheArgmaxAsTheSink) {
+  ScheduleConfig c;
+  c.fusion_grouping = {{"rmsnorm", "gemv"}, {"silu_mul", "gemv"}, {"gemv", "add"}};
+  c.tiling = {{"gemv", {{"N_tile", 24}}}, {"attention", {{"kv_block", 16}}}};
+  const Program p = tiny_llama(c);
+  ASSERT_GT(std::count_if(p.tasks.begin(), p.tasks.end(),
+                          [](const Task& t) { return t.op == Op::ATTENTION_COMBINE; }),
+            0);
+  const MarshalledProgram m = cuda::marshal(p, h100_limits());
+  ASSERT_GE(m.sink_instruction, 0);
+  EXPECT_EQ(p.tasks[size_t(m.sink_instruction)].op, Op::SAMPLE_ARGMAX);
+  EXPECT_EQ(m.next_token_buffer, position_of(m, buffer_named(p, "next_token").id));
+}
+
+TEST(Marshal, ATaskNothingWaitsForLeavesNoSink) {
+  Program p = tiny_llama();
+  // A NOP whose counter nobody waits on does not happen-before the argmax.
+  const int64_t c = p.new_counter("dangling");
+  p.add_task(Op::NOP, {}, {}, c).sm = 0;
+  EXPECT_EQ(cuda::marshal(p, h100_limits()).sink_instruction, -1);
+}
+
+TEST(Marshal, ActivationsGetAlignedDisjointArenaSlotsPerPage) {
+  const Program p = tiny_llama();
+  ASSERT_TRUE(p.pages.has_value());
+  const MarshalledProgram m = cuda::marshal(p, h100_limits());
+  std::map<int64_t, int64_t> page_of;
+  for (const auto& [buffer, page] : p.pages->buffer_to_page) page_of[buffer] = page;
+  std::map<int64_t, const Page*> pages;
+  for (const Page& pg : p.pages->pages) pages[pg.id] = &pg;
+
+  std::map<int64_t, int64_t> page_offset;  // page -> the offset its buffers share
+  for (size_t i = 0; i < m.placement.size(); ++i) {
+    const Buffer& b = buffer_by_id(p, m.buffer_ids[i]);
+    const BufferPlacement& pl = m.placement[i];
+    EXPECT_EQ(pl.nbytes, b.nbytes());
+    if (b.kind != BufferKind::ACTIVATION) {
+      EXPECT_EQ(pl.where, BufferPlacement::Where::Own) << b.name;
+      continue;
+    }
+    ASSERT_EQ(pl.where, BufferPlacement::Where::Arena) << b.name;
+    EXPECT_EQ(pl.arena_offset % 256, 0) << b.name;
+    EXPECT_LE(pl.arena_offset + pl.nbytes, m.arena_bytes) << b.name;
+    ASSERT_TRUE(page_of.count(b.id)) << b.name;
+    const auto [it, fresh] = page_offset.emplace(page_of[b.id], pl.arena_offset);
+    EXPECT_EQ(it->second, pl.arena_offset) << "buffers of one page share its slot: " << b.name;
+  }
+  // Pages live at the same time never share a byte.
+  for (const auto& [a, off_a] : page_offset)
+    for (const auto& [b, off_b] : page_offset) {
+      if (a >= b) continue;
+      const Page& pa = *pages[a];
+      const Page& pb = *pages[b];
+      const bool both_live = pa.live_start <= pb.live_end && pb.live_start <= pa.live_end;
+      if (!both_live) continue;
+      const bool disjoint = off_a + pa.nbytes <= off_b || off_b + pb.nbytes <= off_a;
+      EXPECT_TRUE(disjoint) << "pages " << a << " and " << b;
+    }
+}
+
+TEST(Marshal, UnpagedActivationsGetTheirOwnSlots) {
+  Program p = tiny_llama();
+  p.pages.reset();
+  const MarshalledProgram m = cuda::marshal(p, h100_limits());
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (const BufferPlacement& pl : m.placement)
+    if (pl.where == BufferPlacement::Where::Arena) {
+      EXPECT_EQ(pl.arena_offset % 256, 0);
+      ranges.emplace_back(pl.arena_offset, pl.arena_offset + pl.nbytes);
+    }
+  ASSERT_FALSE(ranges.empty());
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i) EXPECT_LE(ranges[i - 1].second, ranges[i].first);
+  EXPECT_LE(ranges.back().second, m.arena_bytes);
+}
+
+TEST(Marshal, LayoutFitsTheOptInBudget) {
+  const Program p = tiny_llama();
+  const MarshalledProgram m = cuda::marshal(p, h100_limits());
+  EXPECT_EQ(m.layout.consumer_threads, 256);
+  // The widest GEMV x vector is the down projection's (intermediate 160 floats) + 256 bytes =
+  // 896; ATTENTION_TILE's key-split slots need more: 8 warps x 4 heads x (16 + 2) floats.
+  EXPECT_EQ(m.layout.scratch_bytes, 8 * 4 * 18 * 4);
+  EXPECT_EQ(m.layout.chunk_bytes, 32768);
+  EXPECT_EQ(m.layout.ring_stages, (232448 - 2304 - 64) / (32768 + 16));
+  EXPECT_LE(cuda::megakernel_smem_bytes(m.layout), 232448);
+}
+
+TEST(Marshal, AWeightRowWiderThanAChunkWidensTheChunk) {
+  Program p = tiny_llama();
+  // Pretend the first GEMV has K = 10001: an F32 row of 40004 bytes, stage rounded to 16.
+  for (Task& t : p.tasks)
+    if (t.op == Op::GEMV_TILE) {
+      t.params.set_int("K", 10001);
+      break;
+    }
+  const MarshalledProgram m = cuda::marshal(p, h100_limits());
+  EXPECT_EQ(m.layout.chunk_bytes, 40016);
+  // x (64 floats) / K rounds to one row: 10001 * 4 + 256, rounded up to 16.
+  EXPECT_EQ(m.layout.scratch_bytes, 40272);
+  EXPECT_EQ(m.layout.ring_stages, (232448 - 40272 - 64) / (40016 + 16));
+}
+
+TEST(Marshal, ASharedMemoryBudgetTooSmallForTwoStagesIsRefused) {
+  Program p = tiny_llama();
+  p.config->smem_bytes_per_block = 40000;
+  const std::string e = marshal_error(p);
+  EXPECT_NE(e.find("shared memory budget 40000 cannot hold the op scratch 2304"),
+            std::string::npos)
+      << e;
+  p.config->smem_bytes_per_block = 70000;  // 2304 + 64 + 2 x (32768 + 16) fits
+  EXPECT_EQ(marshal_error(p), "");
+}
+
+TEST(Marshal, BadThreadCountsAreRefused) {
+  Program p = tiny_llama();
+  p.config->threads_per_block = 100;
+  EXPECT_NE(marshal_error(p).find("threads_per_block 100"), std::string::npos);
+  p.config->threads_per_block = 1024;  // no room left for the producer warp
+  EXPECT_NE(marshal_error(p).find("threads_per_block 1024"), std::string::npos);
+}
+
+TEST(Marshal, OpsWithoutDeviceCodeAreRefusedByName) {
+  for (Op op : {Op::GEMM_TILE, Op::LAYERNORM, Op::SOFTMAX}) {
+    Program p = tiny_llama();
+    Task& t = p.tasks[3];
+    t.op = op;
+    const std::string e = marshal_error(p);
+    EXPECT_NE(e.find(std::string(name_of(op))), std::string::npos) << e;
+    EXPECT_NE(e.find("task 3"), std::string::npos) << e;
+  }
+}
+
+TEST(Marshal, AnF16BufferIsRefusedByName) {
+  Program p = tiny_llama();
+  Buffer& w = p.buffers[size_t(buffer_named(p, "lm_head.weight").id)];
+  w.dtype = DType::F16;
+  const std::string e = marshal_error(p);
+  EXPECT_NE(e.find("lm_head.weight"), std::string::npos) << e;
+  EXPECT_NE(e.find("F16"), std::string::npos) << e;
+}
+
+TEST(Marshal, SmAssignmentAndGridAreChecked) {
+  {
+    Program p = tiny_llama();
+    p.tasks[0].sm.reset();
+    EXPECT_NE(marshal_error(p).find("task 0"), std::string::npos);
+  }
+  {
+    Program p = tiny_llama();
+    p.tasks[1].sm = 132;
+    EXPECT_NE(marshal_error(p).find("SM 132"), std::string::npos);
+  }
+  {
+    Program p = tiny_llama();
+    MarshalLimits small = h100_limits();
+    small.num_sms = 114;  // an H100 PCIe cannot run a program for the SXM's 132 SMs
+    EXPECT_NE(marshal_error(p, small).find("132 SMs"), std::string::npos);
+  }
+  {
+    // Without a target, the grid is just wide enough for the highest SM used.
+    Program p = tiny_llama();
+    p.target.reset();
+    int64_t max_sm = 0;
+    for (const Task& t : p.tasks) max_sm = std::max(max_sm, *t.sm);
+    EXPECT_EQ(cuda::marshal(p, h100_limits()).n_sms, max_sm + 1);
+  }
+}
+
+TEST(Marshal, UnsupportedQuantisationIsRefused) {
+  Program p = tiny_llama();
+  for (Task& t : p.tasks)
+    if (t.op == Op::GEMV_TILE) {
+      t.params.set_int("qdtype", 3);
+      break;
+    }
+  EXPECT_NE(marshal_error(p).find("qdtype 3"), std::string::npos);
+}
+
+}  // namespace
