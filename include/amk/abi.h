@@ -147,6 +147,9 @@ typedef struct amk_program_t {
                                 records token_history and advances *pos after it. -1: none
                                 (then n_steps must be 1) */
   int32_t pad0;
+  /* NULL, or 3 x n_instructions %globaltimer stamps (ns) of the launch's LAST step, written by
+     each task's consumer thread 0: [wait begins, op begins, op ends] (amk bench --profile). */
+  uint64_t* profile;
 } amk_program_t;
 
 #ifdef __cplusplus
@@ -176,7 +179,7 @@ AMK_STATIC_ASSERT(offsetof(amk_instruction_t, params) == 136, "amk_instruction_t
 AMK_STATIC_ASSERT(sizeof(amk_instruction_t) == 224, "amk_instruction_t layout");
 AMK_STATIC_ASSERT(offsetof(amk_program_t, counter_step_increment) == 80,
                   "amk_program_t v0.3 fields follow the v0.2 ones");
-AMK_STATIC_ASSERT(sizeof(amk_program_t) == 120, "amk_program_t layout");
+AMK_STATIC_ASSERT(sizeof(amk_program_t) == 128, "amk_program_t layout");
 
 #undef AMK_STATIC_ASSERT
 

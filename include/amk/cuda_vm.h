@@ -57,6 +57,10 @@ class CudaVmError : public std::runtime_error {
 struct CudaVmOptions {
   double timeout_s = 10.0;  // host watchdog per launch
   int device = 0;
+  // Stream GEMV weights through the producer warp's shared-memory ring (the fast path). Off:
+  // consumers read weights from global memory themselves. compute-sanitizer's racecheck does
+  // not model the bulk-copy/mbarrier ordering of the ring, so its runs turn it off.
+  bool weight_ring = true;
   // TEST-ONLY: load a program validate() rejects (to trip the watchdog on purpose).
   bool testing_skip_validation = false;
 };
@@ -98,6 +102,14 @@ class CudaVM {
   // next_token buffers share memory, docs/CUDA_VM.md). `tokens`, when given, receives the
   // n_steps generated tokens. A program without a sink can only run n_steps == 1.
   CudaRunResult run(int64_t position, int n_steps = 1, std::vector<int32_t>* tokens = nullptr);
+
+  // Profiling: when on, every launch stamps its last step's tasks with %globaltimer (ns) and
+  // last_profile() returns them, one entry per task in list order.
+  struct TaskTiming {
+    uint64_t wait_begin = 0, op_begin = 0, op_end = 0;  // 0: the task did not run
+  };
+  void set_profiling(bool on);
+  std::vector<TaskTiming> last_profile() const;
 
   // Bytes of device memory this VM holds, by kind (for the benchmark's report).
   int64_t weight_bytes() const;

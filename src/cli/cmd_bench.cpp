@@ -35,6 +35,7 @@
 #include "amk/random_checkpoint.h"
 #include "cli/commands.h"
 #include "cli/model_args.h"
+#include "cli/profile_report.h"
 #include "cli/table.h"
 
 namespace amk::cli {
@@ -57,6 +58,7 @@ struct BenchOptions {
   int tokens = 256, warmup = 32, tokens_per_launch = 64, check_steps = 2;
   int64_t context = 0;
   bool peer = false;
+  bool profile = false;
 };
 
 // ---- the checkpoint -------------------------------------------------------------------------
@@ -512,6 +514,15 @@ int run_bench(const BenchOptions& opt) {
         m.tokens += tpl;
       }
     }
+    // Where the time goes: one more launch with per-task stamps (not part of the timing).
+    if (opt.profile) {
+      cuda.vm().set_profiling(true);
+      cuda.generate_on_device(token, std::min(tpl, 8));
+      const std::string text = profile_report(program, cuda.vm().last_profile());
+      cuda.vm().set_profiling(false);
+      std::cout << "\nprofile of one decode step (the last of a launch of " << std::min(tpl, 8)
+                << ")\n" << text << "\n";
+    }
   } catch (const CudaVmError& e) {
     std::cerr << "amk: bench: " << name_of(e.status()) << ": " << e.what() << "\n";
     log_failure(status_label(e.status()), fmt::format("{}: {}", name_of(e.status()), e.what()));
@@ -619,6 +630,8 @@ void add_bench_command(CLI::App& app, Action& action) {
   cmd->add_option("--results", opt->results, "results.tsv to append a row to")
       ->capture_default_str();
   cmd->add_option("--tag", opt->tag, "Campaign tag of the results row");
+  cmd->add_flag("--profile", opt->profile,
+                "Also print where one decode step's time goes (per-task GPU timestamps)");
   cmd->add_flag("--peer", opt->peer, "Also time the PyTorch peer (bench/peers/torch_llama.py)");
   cmd->add_option("--peer-script", opt->peer_script, "The peer script (default: found in the repo)");
   cmd->add_option("--python", opt->python, "Python interpreter for the peer")

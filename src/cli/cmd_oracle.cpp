@@ -26,6 +26,8 @@ constexpr size_t kShownWorst = 5;
 struct OracleOptions {
   std::string model_dir, expected, device = "cpu", config, gpu = "h100", weights;
   double tolerance = kOracleTolerance;
+  double timeout_s = 10.0;      // the CUDA VM's watchdog per launch
+  bool no_weight_ring = false;  // CUDA: weights from global memory (for racecheck)
 };
 
 std::string ids_text(const std::vector<int64_t>& ids) {
@@ -49,7 +51,10 @@ int run_oracle_command(const OracleOptions& opt) {
     Program p = lower(in->checkpoint.config(), in->config, *target,
                       int64_t(e.sequence_ids.size()), *weight_dtype);
     if (on_cuda) {
-      CudaDecoder decoder(in->checkpoint, std::move(p));
+      CudaVmOptions vm_options;
+      vm_options.timeout_s = opt.timeout_s;
+      vm_options.weight_ring = !opt.no_weight_ring;
+      CudaDecoder decoder(in->checkpoint, std::move(p), vm_options);
       r = run_oracle(decoder, e, opt.tolerance);
     } else {
       r = run_oracle(in->checkpoint, p, e, opt.tolerance);
@@ -104,6 +109,12 @@ void add_oracle_command(CLI::App& app, Action& action) {
                   "WEIGHT dtype: fp32 or bf16 (default: the checkpoint's own)");
   cmd->add_option("--tolerance", opt->tolerance, "Largest relative logit error allowed")
       ->capture_default_str();
+  cmd->add_option("--timeout", opt->timeout_s,
+                  "CUDA: watchdog seconds per launch (raise it under compute-sanitizer)")
+      ->capture_default_str();
+  cmd->add_flag("--no-weight-ring", opt->no_weight_ring,
+                "CUDA: read GEMV weights from global memory instead of the shared-memory ring "
+                "(racecheck cannot follow the ring's bulk-copy/mbarrier ordering)");
   cmd->callback([opt, &action] { action = [opt] { return run_oracle_command(*opt); }; });
 }
 

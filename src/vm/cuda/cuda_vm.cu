@@ -273,6 +273,7 @@ struct CudaVM::Impl {
   uint32_t* d_abort = nullptr;
   int32_t* d_token_history = nullptr;
   int64_t token_history_capacity = 0;
+  uint64_t* d_profile = nullptr;  // 3 stamps per instruction while profiling is on
   uint32_t* h_abort_value = nullptr;  // pinned: the watchdog's write must not wait for staging
 
   cudaStream_t stream = nullptr;        // launches and every memory operation
@@ -304,6 +305,7 @@ struct CudaVM::Impl {
     cudaFree(d_counters);
     cudaFree(d_abort);
     cudaFree(d_token_history);
+    cudaFree(d_profile);
     if (h_abort_value) cudaFreeHost(h_abort_value);
     if (done) cudaEventDestroy(done);
     if (abort_stream) cudaStreamDestroy(abort_stream);
@@ -369,6 +371,9 @@ void CudaVM::Impl::load() {
     ml.smem_bytes_per_block_optin = limits.smem_optin;
     ml.num_sms = limits.sm_count;
     mp = cuda::marshal(program, ml);
+    // Without the ring every GEMV tile reads its weights from global memory (the consumers'
+    // own 16-byte loads): for tools that cannot see mbarrier/bulk-copy ordering (racecheck).
+    if (!options.weight_ring) mp.layout.ring_stages = 0;
   } catch (const cuda::MarshalError& e) {
     throw CudaVmError(CudaStatus::Rejected, text("the CUDA VM cannot run this program: {}", e.what()));
   }
@@ -511,6 +516,10 @@ CudaRunResult CudaVM::Impl::launch(int64_t position, int n_steps, std::vector<in
   prog.next_token_buffer = mp.next_token_buffer;
   prog.sink_instruction = mp.sink_instruction;
   prog.pad0 = 0;
+  prog.profile = d_profile;
+  if (d_profile != nullptr)
+    check(cudaMemsetAsync(d_profile, 0, 3 * mp.instructions.size() * sizeof(uint64_t), stream),
+          "cudaMemsetAsync(profile)");
 
   const cudaError_t launch_err = cuda::megakernel_launch(prog, mp.layout, stream);
   if (launch_err != cudaSuccess) {
@@ -603,6 +612,35 @@ CudaVM::CudaVM(Program program, const CudaVmOptions& options) : impl_(std::make_
 }
 
 CudaVM::~CudaVM() = default;
+
+void CudaVM::set_profiling(bool on) {
+  Impl& m = *impl_;
+  if (on == (m.d_profile != nullptr)) return;
+  m.use_device();
+  if (on) {
+    m.d_profile = m.alloc<uint64_t>(int64_t(3 * m.mp.instructions.size() * sizeof(uint64_t)),
+                                    "profile");
+  } else {
+    m.sync("set_profiling");
+    cudaFree(m.d_profile);
+    m.d_profile = nullptr;
+  }
+}
+
+std::vector<CudaVM::TaskTiming> CudaVM::last_profile() const {
+  Impl& m = *impl_;
+  std::vector<TaskTiming> out;
+  if (m.d_profile == nullptr) return out;
+  std::vector<uint64_t> raw(3 * m.mp.instructions.size());
+  m.use_device();
+  check(cudaMemcpyAsync(raw.data(), m.d_profile, raw.size() * sizeof(uint64_t),
+                        cudaMemcpyDeviceToHost, m.stream),
+        "cudaMemcpyAsync(profile)");
+  m.sync("reading the profile");
+  out.resize(m.mp.instructions.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = {raw[3 * i], raw[3 * i + 1], raw[3 * i + 2]};
+  return out;
+}
 
 const Program& CudaVM::program() const { return impl_->program; }
 

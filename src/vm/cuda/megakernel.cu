@@ -72,6 +72,12 @@ __device__ __forceinline__ int32_t read_position(const amk_program_t& prog) {
   return *static_cast<volatile const int32_t*>(prog.buffers[prog.pos_buffer].ptr);
 }
 
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+
 __device__ __forceinline__ void run_consumers(const amk_program_t& prog, float* scratch,
                                            int scratch_bytes, WeightRing* ring, int n_threads,
                                            int queue_begin, int queue_end) {
@@ -82,6 +88,11 @@ __device__ __forceinline__ void run_consumers(const amk_program_t& prog, float* 
     for (int q = queue_begin; q < queue_end; ++q) {
       const int32_t index = prog.sm_queue[q];
       const amk_instruction_t& inst = prog.instructions[index];
+      // Profiling (amk bench --profile): thread 0 stamps the last step's tasks.
+      uint64_t* stamp = prog.profile != nullptr && tid == 0 && s + 1 == prog.n_steps
+                            ? prog.profile + 3 * int64_t(index)
+                            : nullptr;
+      if (stamp) stamp[0] = global_ns();
       // Step s > 0 of a multi-step launch: a task with no waits (EMBED, which reads the token
       // the previous step's sink wrote) first waits for that sink. Every other task of the step
       // waits, transitively, on such a root, so all of step s is ordered after step s - 1.
@@ -90,15 +101,17 @@ __device__ __forceinline__ void run_consumers(const amk_program_t& prog, float* 
       if (!wait_for_inputs(prog, inst, epoch, tid, n_threads)) return;
       if (is_gemv_family(inst.op)) {
         ++gemv_started;
-        if (tid == 0) ring->consumer_progress = gemv_started;
+        if (tid == 0) atomicExch(&ring->consumer_progress, gemv_started);
       }
       const OpContext c{&prog, &inst, scratch, scratch_bytes, tid, n_threads,
                         read_position(prog), ring, q - queue_begin};
+      if (stamp) stamp[1] = global_ns();
       dispatch(c);
       // The barrier that ends the instruction doubles as the abort vote (watchdog, op error).
       if (consumer_any(tid == 0 && abort_requested(prog), n_threads)) return;
       if (index == prog.sink_instruction && tid == 0) finish_decode_step(prog, s);
       publish_completion(prog, inst, tid);
+      if (stamp) stamp[2] = global_ns();
     }
   }
 }

@@ -75,7 +75,7 @@ struct WeightRing {
   int n_stages;                // 0: no ring (every tile is read from global memory)
   int chunk_bytes;             // bytes per stage, a multiple of 16
   int consumer_warps;          // arrivals that free a stage
-  volatile int consumer_progress;  // GEMV-family tasks the consumers have started (waits passed)
+  int consumer_progress;  // GEMV-family tasks the consumers have started (atomics only)
   int consumer_stage;          // the consumers' cursor, carried from one GEMV task to the next
   uint32_t consumer_phase;     //   (written by consumer thread 0 after a consumer barrier)
 
@@ -173,7 +173,8 @@ __device__ __forceinline__ RingTile ring_tile(const amk_program_t& prog,
 __device__ __forceinline__ bool producer_wait_progress(const amk_program_t& prog,
                                                        const WeightRing& ring, int64_t needed) {
   unsigned sleep_ns = 32;
-  while (int64_t(ring.consumer_progress) < needed) {
+  // An atomic read (not a volatile one): a flag between warps that racecheck can see.
+  while (int64_t(atomicAdd(const_cast<int*>(&ring.consumer_progress), 0)) < needed) {
     if (abort_requested(prog)) return false;
     __nanosleep(sleep_ns);
     if (sleep_ns < 512) sleep_ns <<= 1;

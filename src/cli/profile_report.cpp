@@ -1,0 +1,72 @@
+#include "cli/profile_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <regex>
+#include <vector>
+
+#include "cli/table.h"
+
+namespace amk::cli {
+
+namespace {
+
+std::string group_of(const std::string& label) {
+  static const std::regex layer(R"(layers\.\d+\.)"), tile(R"(\[t\d+\]$)");
+  return std::regex_replace(std::regex_replace(label, layer, "layers.*."), tile, "");
+}
+
+struct Group {
+  int64_t tasks = 0;
+  double busy_us = 0, wait_us = 0;
+  uint64_t first = UINT64_MAX, last = 0;
+  size_t order = 0;  // first appearance in list order, for a readable table
+};
+
+}  // namespace
+
+std::string profile_report(const Program& program, const std::vector<CudaVM::TaskTiming>& t) {
+  if (t.empty() || t.size() != program.tasks.size()) return {};
+  uint64_t begin = UINT64_MAX, end = 0;
+  std::map<std::string, Group> groups;
+  std::map<int64_t, double> busy_per_sm;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i].op_end == 0) continue;
+    const Task& task = program.tasks[i];
+    Group& g = groups[group_of(task.label)];
+    if (g.tasks == 0) g.order = i;
+    ++g.tasks;
+    g.busy_us += double(t[i].op_end - t[i].op_begin) / 1e3;
+    g.wait_us += double(t[i].op_begin - t[i].wait_begin) / 1e3;
+    g.first = std::min(g.first, t[i].wait_begin);
+    g.last = std::max(g.last, t[i].op_end);
+    begin = std::min(begin, t[i].wait_begin);
+    end = std::max(end, t[i].op_end);
+    busy_per_sm[task.sm.value_or(-1)] += double(t[i].op_end - t[i].op_begin) / 1e3;
+  }
+  if (groups.empty()) return {};
+  std::vector<std::pair<std::string, Group>> rows(groups.begin(), groups.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.second.order < b.second.order; });
+  Table table({"stage", "tasks", "busy µs (sum)", "busy µs/task", "wait µs (sum)", "span µs"},
+              {Table::Align::Left, Table::Align::Right, Table::Align::Right, Table::Align::Right,
+               Table::Align::Right, Table::Align::Right});
+  for (const auto& [name, g] : rows)
+    table.add_row({name, std::to_string(g.tasks), fmt::format("{:.1f}", g.busy_us),
+                   fmt::format("{:.2f}", g.busy_us / double(g.tasks)),
+                   fmt::format("{:.1f}", g.wait_us),
+                   fmt::format("{:.1f}", double(g.last - g.first) / 1e3)});
+  std::vector<double> busy;
+  for (const auto& [sm, us] : busy_per_sm) busy.push_back(us);
+  std::sort(busy.begin(), busy.end());
+  const double span = double(end - begin) / 1e3;
+  return table.render() +
+         fmt::format("\nstep span {:.1f} µs; busy per SM: min {:.1f}, median {:.1f}, max {:.1f} µs "
+                     "over {} SMs (busy = op begin -> signalled; wait = waiting for inputs)\n",
+                     span, busy.front(), busy[busy.size() / 2], busy.back(), busy.size());
+}
+
+}  // namespace amk::cli
