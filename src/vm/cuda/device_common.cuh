@@ -18,7 +18,9 @@ struct WeightRing;  // weight_ring.cuh
 
 struct OpContext {
   const amk_program_t* prog;
-  const amk_instruction_t* inst;
+  const amk_instruction_t* inst;  // staged in shared memory by the megakernel
+  const amk_buffer_t* desc;       // operand descriptors in shared memory: inputs at [i],
+                                  // outputs at [AMK_MAX_INPUTS + j]
   float* scratch;     // op scratch in dynamic shared memory, 16-byte aligned
   int scratch_bytes;  // >= what MegakernelLayout::scratch_bytes promised (see megakernel.h)
   int tid;            // 0 .. n_threads - 1
@@ -26,6 +28,7 @@ struct OpContext {
   int32_t pos;        // the step position (*pos_buffer), -1 when the program has none
   WeightRing* ring;   // GEMV family: where the producer warp delivers this task's weights
   int32_t queue_index;  // this instruction's index in the CTA's queue (the ring's sequence)
+  uint32_t epoch;       // the step (prog.epoch + s): what op-scratch caches are keyed by
 };
 
 // Barrier over the consumer threads only (named barrier 1; barrier 0 is __syncthreads).
@@ -34,10 +37,10 @@ __device__ __forceinline__ void consumer_sync(int n_threads) {
 }
 
 __device__ __forceinline__ const amk_buffer_t& in_buf(const OpContext& c, int i) {
-  return c.prog->buffers[c.inst->inputs[i]];
+  return c.desc[i];
 }
 __device__ __forceinline__ const amk_buffer_t& out_buf(const OpContext& c, int i) {
-  return c.prog->buffers[c.inst->outputs[i]];
+  return c.desc[AMK_MAX_INPUTS + i];
 }
 
 // bf16 <-> f32 without cuda_bf16.h's host/device split: bf16 is the top half of an f32.

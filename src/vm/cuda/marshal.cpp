@@ -263,8 +263,11 @@ int64_t task_scratch_bytes(const Task& t, const IdMaps& ids, int consumer_thread
       return std::max<int64_t>(rope_scratch_bytes(int(head_dim)), kSmallOpScratch);
     case Op::ATTENTION_TILE:
       // Optional, but without it a CTA cannot split a head's keys over its idle warps.
-      return std::max<int64_t>(attention_split_scratch_bytes(int(head_dim), consumer_threads),
-                               kSmallOpScratch);
+      return std::max<int64_t>(
+          attention_split_scratch_bytes(
+              int(head_dim), int(std::clamp<int64_t>(t.params.get_int("n_heads", 0), 0, 1 << 16)),
+              consumer_threads),
+          kSmallOpScratch);
     default:
       return kSmallOpScratch;
   }
@@ -288,6 +291,9 @@ MegakernelLayout plan_layout(const Program& program, const IdMaps& ids,
                                      "of {} bytes",
                                      budget, limits.smem_bytes_per_block_optin));
   }
+  // The kernel's own static shared memory (staged instruction and descriptors) comes first.
+  const int64_t configured_budget = budget;
+  budget -= kStaticSmemReserve;
 
   int64_t scratch = 0, widest_row = 0;
   for (const Task& t : program.tasks) {
@@ -308,18 +314,18 @@ MegakernelLayout plan_layout(const Program& program, const IdMaps& ids,
     chunk = round_up(widest_row, 16);
   int64_t stages = stages_for(chunk);
   if (stages < 2)
-    throw MarshalError(fmt::format("shared memory budget {} cannot hold the op scratch {} and two "
-                                   "ring stages of {} bytes",
-                                   budget, scratch, chunk));
+    throw MarshalError(fmt::format("shared memory budget {} ({} of it the kernel's own) cannot "
+                                   "hold the op scratch {} and two ring stages of {} bytes",
+                                   configured_budget, kStaticSmemReserve, scratch, chunk));
   layout.scratch_bytes = int(scratch);
   layout.chunk_bytes = int(chunk);
   layout.ring_stages = int(stages);
   // megakernel_smem_bytes() rounds the total up to 128: never let the rounding pass the budget.
   while (layout.ring_stages > 2 && megakernel_smem_bytes(layout) > budget) --layout.ring_stages;
   if (megakernel_smem_bytes(layout) > budget)
-    throw MarshalError(fmt::format("shared memory budget {} cannot hold the op scratch {} and two "
-                                   "ring stages of {} bytes",
-                                   budget, scratch, chunk));
+    throw MarshalError(fmt::format("shared memory budget {} ({} of it the kernel's own) cannot "
+                                   "hold the op scratch {} and two ring stages of {} bytes",
+                                   configured_budget, kStaticSmemReserve, scratch, chunk));
   return layout;
 }
 

@@ -78,16 +78,52 @@ __device__ __forceinline__ uint64_t global_ns() {
   return t;
 }
 
-__device__ __forceinline__ void run_consumers(const amk_program_t& prog, float* scratch,
+constexpr int kInstructionVectors = int(sizeof(amk_instruction_t) / 16);
+static_assert(sizeof(amk_instruction_t) % 16 == 0, "the instruction is staged in 16-byte vectors");
+static_assert(sizeof(amk_buffer_t) % 16 == 0, "descriptors are staged in 16-byte vectors");
+constexpr int kDescriptorVectors = int(sizeof(amk_buffer_t) / 16);
+// The kernel's static shared memory; marshal.cpp leaves kStaticSmemReserve of the opt-in limit.
+static_assert(sizeof(amk_instruction_t) + (AMK_MAX_INPUTS + AMK_MAX_OUTPUTS) * sizeof(amk_buffer_t) <=
+                  kStaticSmemReserve,
+              "staged instruction and descriptors exceed the reserved static shared memory");
+
+// Copies the descriptors of inst's operands into desc (inputs at [i], outputs at
+// [AMK_MAX_INPUTS + j]), one 16-byte vector per thread.
+__device__ __forceinline__ void stage_descriptors(const amk_program_t& prog,
+                                                  const amk_instruction_t& inst,
+                                                  amk_buffer_t* desc, int tid, int n_threads) {
+  const int n_in = inst.n_inputs, n_vec = (n_in + inst.n_outputs) * kDescriptorVectors;
+  for (int k = tid; k < n_vec; k += n_threads) {
+    const int b = k / kDescriptorVectors, part = k - b * kDescriptorVectors;
+    const bool input = b < n_in;
+    const int id = input ? inst.inputs[b] : inst.outputs[b - n_in];
+    const int slot = input ? b : AMK_MAX_INPUTS + (b - n_in);
+    reinterpret_cast<uint4*>(desc + slot)[part] =
+        reinterpret_cast<const uint4*>(prog.buffers + id)[part];
+  }
+}
+
+__device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_instruction_t* s_inst,
+                                              amk_buffer_t* s_desc, float* scratch,
                                            int scratch_bytes, WeightRing* ring, int n_threads,
                                            int queue_begin, int queue_end) {
   const int tid = int(threadIdx.x);
   int gemv_started = 0;  // GEMV-family tasks whose waits passed: the producer's pacing signal
+  SeenCounter seen;      // thread 0's last satisfied wait (sync.cuh)
   for (int s = 0; s < prog.n_steps; ++s) {
     const uint32_t epoch = prog.epoch + uint32_t(s);
     for (int q = queue_begin; q < queue_end; ++q) {
       const int32_t index = prog.sm_queue[q];
-      const amk_instruction_t& inst = prog.instructions[index];
+      // Stage the instruction, then its operands' descriptors, in shared memory: two parallel
+      // L2 round trips instead of the chain of dependent loads the op would otherwise make
+      // (instruction -> operand id -> descriptor -> field), which cost more than a tile's math.
+      // No thread reads the previous task's copies after that task's end barrier.
+      if (tid < kInstructionVectors)
+        reinterpret_cast<uint4*>(s_inst)[tid] =
+            reinterpret_cast<const uint4*>(prog.instructions + index)[tid];
+      consumer_sync(n_threads);
+      const amk_instruction_t& inst = *s_inst;
+      stage_descriptors(prog, inst, s_desc, tid, n_threads);
       // Profiling (amk bench --profile): thread 0 stamps the last step's tasks.
       uint64_t* stamp = prog.profile != nullptr && tid == 0 && s + 1 == prog.n_steps
                             ? prog.profile + 3 * int64_t(index)
@@ -98,19 +134,24 @@ __device__ __forceinline__ void run_consumers(const amk_program_t& prog, float* 
       // waits, transitively, on such a root, so all of step s is ordered after step s - 1.
       if (s > 0 && inst.n_waits == 0 && !wait_for_previous_step(prog, epoch, tid, n_threads))
         return;
-      if (!wait_for_inputs(prog, inst, epoch, tid, n_threads)) return;
-      if (is_gemv_family(inst.op)) {
+      // Its barrier also publishes the staged descriptors to every consumer thread.
+      if (!wait_for_inputs(prog, inst, epoch, tid, n_threads, seen)) return;
+      const bool gemv = is_gemv_family(inst.op);
+      const int out_counter = inst.out_counter;
+      if (gemv) {
         ++gemv_started;
         if (tid == 0) atomicExch(&ring->consumer_progress, gemv_started);
       }
-      const OpContext c{&prog, &inst, scratch, scratch_bytes, tid, n_threads,
-                        read_position(prog), ring, q - queue_begin};
+      const OpContext c{&prog, &inst, s_desc, scratch, scratch_bytes, tid, n_threads,
+                        read_position(prog), ring, q - queue_begin, epoch};
       if (stamp) stamp[1] = global_ns();
       dispatch(c);
+      // Any other op may have used the op scratch: the GEMV x cache no longer holds.
+      if (tid == 0 && !gemv) ring->x_op = -1;
       // The barrier that ends the instruction doubles as the abort vote (watchdog, op error).
       if (consumer_any(tid == 0 && abort_requested(prog), n_threads)) return;
       if (index == prog.sink_instruction && tid == 0) finish_decode_step(prog, s);
-      publish_completion(prog, inst, tid);
+      publish_completion(prog, out_counter, tid);
       if (stamp) stamp[2] = global_ns();
     }
   }
@@ -140,7 +181,9 @@ __global__ void __launch_bounds__(kMaxConsumers + kProducerThreads, 1)
     if (int(threadIdx.x) == n_consumers) ring_producer(prog, *ring, queue_begin, queue_end);
     return;
   }
-  run_consumers(prog, scratch, layout.scratch_bytes, ring, n_consumers, queue_begin, queue_end);
+  __shared__ __align__(16) amk_instruction_t s_inst;
+  __shared__ __align__(16) amk_buffer_t s_desc[AMK_MAX_INPUTS + AMK_MAX_OUTPUTS];
+  run_consumers(prog, &s_inst, s_desc, scratch, layout.scratch_bytes, ring, n_consumers, queue_begin, queue_end);
 }
 
 namespace {

@@ -4,6 +4,10 @@
 
 namespace amk::cuda {
 
+// Shared memory the kernel declares statically (the staged instruction and operand
+// descriptors); the planner leaves it out of the dynamic budget.
+inline constexpr int kStaticSmemReserve = 2048;
+
 // Dynamic shared memory of one CTA:
 //   [0, scratch_bytes)                          op scratch (OpContext::scratch)
 //   [scratch_bytes, + ring_stages*chunk_bytes)  the weight ring (WeightRing stages)

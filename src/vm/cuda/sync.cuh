@@ -64,16 +64,27 @@ __device__ __forceinline__ bool spin_until_reached(const amk_program_t& prog, in
   return true;
 }
 
+// Thread 0's memory of the last counter it saw reach a value. Counters only grow, so a wait
+// whose target is at most that value is already satisfied, and its acquire already happened:
+// consecutive tiles that wait on the same projection skip the L2 round trip.
+struct SeenCounter {
+  int counter = -1;
+  uint32_t value = 0;
+};
+
 // All waits of `inst` for step `epoch`, on every consumer thread. True: every input is ready
 // and visible to the whole CTA. False (on every consumer thread): the launch is aborting.
 __device__ __forceinline__ bool wait_for_inputs(const amk_program_t& prog,
                                                 const amk_instruction_t& inst, uint32_t epoch,
-                                                int tid, int n_threads) {
+                                                int tid, int n_threads, SeenCounter& seen) {
   bool aborted = false;
   if (tid == 0) {
     for (int w = 0; w < inst.n_waits && !aborted; ++w) {
       const int c = inst.wait_counter[w];
-      aborted = !spin_until_reached(prog, c, wait_target(prog, c, inst.wait_threshold[w], epoch));
+      const uint32_t target = wait_target(prog, c, inst.wait_threshold[w], epoch);
+      if (c == seen.counter && seen.value >= target) continue;
+      aborted = !spin_until_reached(prog, c, target);
+      if (!aborted) seen = {c, target};
     }
   }
   return !consumer_any(aborted, n_threads);
@@ -93,11 +104,13 @@ __device__ __forceinline__ bool wait_for_previous_step(const amk_program_t& prog
 
 // Thread 0's half of a signal, for callers that have just passed a consumer barrier after the
 // instruction's last write: make every write of the CTA visible at gpu scope, then count.
-__device__ __forceinline__ void publish_completion(const amk_program_t& prog,
-                                                   const amk_instruction_t& inst, int tid) {
-  if (tid == 0 && inst.out_counter >= 0) {
-    __threadfence();
-    atomicAdd(prog.counters + inst.out_counter, 1u);
+__device__ __forceinline__ void publish_completion(const amk_program_t& prog, int out_counter,
+                                                   int tid) {
+  if (tid == 0 && out_counter >= 0) {
+    // A release RMW at gpu scope (IR_SPEC §8.1's fence + increment in one instruction): it
+    // orders every write the consumer barrier ordered before it, and nothing waits for a result.
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(prog.counters + out_counter)
+                 : "memory");
   }
 }
 
@@ -106,7 +119,7 @@ __device__ __forceinline__ void signal_completion(const amk_program_t& prog,
                                                   const amk_instruction_t& inst, int tid,
                                                   int n_threads) {
   consumer_sync(n_threads);
-  publish_completion(prog, inst, tid);
+  publish_completion(prog, inst.out_counter, tid);
 }
 
 }  // namespace amk::cuda

@@ -78,6 +78,12 @@ struct WeightRing {
   int consumer_progress;  // GEMV-family tasks the consumers have started (atomics only)
   int consumer_stage;          // the consumers' cursor, carried from one GEMV task to the next
   uint32_t consumer_phase;     //   (written by consumer thread 0 after a consumer barrier)
+  // What the op scratch's activation vector x holds (ops/gemv.cuh): the GEMV-family op, its x
+  // and fused-prologue operand buffers and the step. Consecutive tiles of one projection on a
+  // CTA share x, so they skip rebuilding it. x_op = -1: scratch holds nothing reusable (any
+  // other op may have overwritten it). Written by consumer thread 0 only.
+  int x_op, x_in0, x_in1;
+  uint32_t x_epoch;
 
   __device__ __forceinline__ uint32_t full_bar(int stage) const {
     return barriers_smem + 8u * uint32_t(stage);
@@ -110,6 +116,7 @@ __device__ __forceinline__ void ring_init(WeightRing& r, uint8_t* stages, uint64
   r.chunk_bytes = chunk_bytes;
   r.consumer_warps = consumer_warps;
   r.consumer_progress = 0;
+  r.x_op = -1;
   r.consumer_stage = 0;
   r.consumer_phase = 0;
   for (int i = 0; i < n_stages; ++i) {
@@ -143,22 +150,24 @@ struct RingTile {
 // out of bounds, whatever the consumers later decide), 16-byte aligned base and row length
 // (then every chunk's address and size are multiples of 16), a row that fits one stage, and a
 // single activation row (a multi-row x is looped row by row over global weights, gemv.cuh).
-__device__ __forceinline__ RingTile ring_tile(const amk_program_t& prog,
-                                              const amk_instruction_t& inst,
-                                              const WeightRing& ring) {
+// `desc(i)` is input i's descriptor: the producer reads the global table, the consumers their
+// shared-memory copies (device_common.cuh), so both decide from identical bytes.
+template <typename InputDesc>
+__device__ __forceinline__ RingTile ring_tile(const amk_instruction_t& inst, const WeightRing& ring,
+                                              InputDesc desc) {
   RingTile t;
   if (ring.n_stages < 1 || ring.chunk_bytes < 16) return t;
   const int wi = gemv_weight_input(inst.op);
   if (inst.n_inputs <= wi || inst.n_outputs < 1) return t;
   const amk_params_t& p = inst.params;
   if (p.K < 1 || p.N_tile < 1 || p.n_off < 0) return t;
-  const amk_buffer_t& W = prog.buffers[inst.inputs[wi]];
+  const amk_buffer_t& W = desc(wi);
   if (W.rank != 2 || W.shape[1] != p.K || int64_t(p.n_off) + p.N_tile > W.shape[0]) return t;
   if (W.dtype != AMK_DTYPE_BF16 && W.dtype != AMK_DTYPE_F32) return t;
   const int64_t row_bytes = int64_t(p.K) * (W.dtype == AMK_DTYPE_BF16 ? 2 : 4);
   if (row_bytes % 16 != 0 || row_bytes > ring.chunk_bytes) return t;
   if (reinterpret_cast<uintptr_t>(W.ptr) % 16 != 0) return t;
-  if (prog.buffers[inst.inputs[0]].numel != p.K) return t;  // exactly one activation row
+  if (desc(0).numel != p.K) return t;  // exactly one activation row
   t.eligible = true;
   t.row_bytes = uint32_t(row_bytes);
   t.src = static_cast<const uint8_t*>(W.ptr) + int64_t(p.n_off) * row_bytes;
@@ -206,7 +215,8 @@ __device__ __forceinline__ void ring_producer(const amk_program_t& prog, WeightR
       const amk_instruction_t& inst = prog.instructions[prog.sm_queue[q]];
       if (!is_gemv_family(inst.op)) continue;
       const int64_t task = gemv_task++;
-      const RingTile t = ring_tile(prog, inst, ring);
+      const RingTile t = ring_tile(
+          inst, ring, [&](int i) -> const amk_buffer_t& { return prog.buffers[inst.inputs[i]]; });
       if (!t.eligible) continue;
       // Pipelining depth d (M_tile): start task j once the consumers have started task j - d.
       const int64_t depth = inst.params.M_tile > 0 ? inst.params.M_tile : 0;

@@ -286,6 +286,283 @@ __device__ void attention_tile_impl(const OpContext& c, const AttentionShape& a)
   consumer_sync(c.n_threads);  // the scratch is free for the next task
 }
 
+// ---- The decode fast path (16-byte rows, op scratch for one key chunk) ----
+//
+// The warp-per-item path above keeps ~8 warps x a few KiB of loads in flight and so runs at
+// latency, not bandwidth (64 keys x 8 KV heads x head_dim 64: ~49 us). This path instead walks
+// the window in chunks of up to kAttnChunkKeys keys, and in each chunk
+//   1. scores: every (key, KV head) row of K is handled by a segment of L lanes (a lane owns F
+//      float4 of the row), a thread loads U rows before using any, and the rows' dot products
+//      with the group's q heads (q held in registers) are written to scratch [key][head];
+//   2. softmax: one warp per head updates its running (m, l) and turns the chunk's scores into
+//      weights p = exp(s - m) (and the factor that rescales the head's older acc);
+//   3. values: a thread owns W consecutive dims of one KV head (consecutive threads read
+//      consecutive memory: V rows of all KV heads are contiguous) and accumulates
+//      sum_j p[h][j] v_j for the group's heads with U3 keys in flight, then folds that into the
+//      head's acc in scratch.
+// The same online softmax as the warp path, so the results agree with the reference to
+// rounding; only the summation order differs.
+inline constexpr int kAttnChunkKeys = 64;
+inline constexpr int kAttnMinChunkKeys = 8;  // less scratch than this: the warp path
+
+struct FastAttnScratch {
+  float* acc;   // [n_heads][head_dim] running sum of p * v
+  float* m;     // [n_heads] running max
+  float* l;     // [n_heads] running sum of p
+  float* corr;  // [n_heads] this chunk's rescale of the older acc / l
+  float* sc;    // [chunk][sc_stride] scores, then weights, of the chunk's keys
+  int sc_stride;  // n_heads rounded up to odd: phase 2's column reads hit distinct banks
+  int chunk;
+};
+
+// Floats of scratch besides the chunk's scores (must match scratch.h).
+__device__ __forceinline__ int64_t fast_attn_fixed_floats(int n_heads, int head_dim) {
+  return int64_t(n_heads) * head_dim + 3 * int64_t(n_heads);
+}
+
+__device__ __forceinline__ float4 load_f4_or_zero(const float* p, bool ok) {
+  return ok ? *reinterpret_cast<const float4*>(p) : make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+// Phase 1: scores of keys [j0, j0 + n) for every head into s.sc[j][h] (scaled).
+template <int F>
+__device__ __forceinline__ void fast_attn_scores(const OpContext& c, const AttentionShape& a,
+                                                 const float* q, const float* kc, int64_t j0,
+                                                 int n, const FastAttnScratch& s) {
+  constexpr int RB = F == 2 ? 4 : 2;  // q heads in registers at once (RB * F float4)
+  constexpr int U = F == 2 ? 4 : 2;   // K rows a thread has in flight (U * F float4)
+  const int D = a.head_dim, G = a.n_kv_heads, R = a.n_heads / a.n_kv_heads, n4 = D / 4;
+  int L = 1;
+  while (L * F < n4) L <<= 1;  // lanes per row: <= 16 for head_dim <= 256
+  const int lane = c.tid & 31, li = lane & (L - 1);
+  // Shuffles stay inside the row's segment, whose lanes always run the same loop trip.
+  const unsigned seg_mask = L == 32 ? 0xffffffffu : ((1u << L) - 1u) << (lane & ~(L - 1));
+  const int slot = c.tid / L, n_slots = c.n_threads / L;
+  // A slot keeps one KV head (so its q slices stay in registers) and strides over the keys;
+  // with fewer slots than KV heads, each slot walks whole KV heads instead.
+  int g0, g_step, kphase, kstride;
+  if (n_slots >= G) {
+    const int per_g = n_slots / G;
+    g0 = slot / per_g;  // >= G for the few slots left over: idle
+    g_step = G;
+    kphase = slot - (slot / per_g) * per_g;
+    kstride = per_g;
+  } else {
+    g0 = slot, g_step = n_slots, kphase = 0, kstride = 1;
+  }
+  const int64_t row_stride = int64_t(G) * D;
+  for (int g = g0; g < G; g += g_step) {
+    const float* k_rows = kc + j0 * row_stride + int64_t(g) * D;
+    for (int hb = 0; hb < R; hb += RB) {
+      float4 qv[RB][F];
+#pragma unroll
+      for (int r = 0; r < RB; ++r)
+#pragma unroll
+        for (int f = 0; f < F; ++f) {
+          const int d4 = li + L * f;
+          qv[r][f] = load_f4_or_zero(q + int64_t(g * R + hb + r) * D + 4 * d4,
+                                     hb + r < R && d4 < n4);
+        }
+      for (int j = kphase; j < n; j += U * kstride) {
+        float4 kv[U][F];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+          for (int f = 0; f < F; ++f) {
+            const int d4 = li + L * f;
+            const int jj = j + u * kstride;
+            kv[u][f] = load_f4_or_zero(k_rows + int64_t(jj) * row_stride + 4 * d4,
+                                       jj < n && d4 < n4);
+          }
+        float dot[RB][U];
+#pragma unroll
+        for (int r = 0; r < RB; ++r)
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            float t = 0.0f;
+#pragma unroll
+            for (int f = 0; f < F; ++f) {
+              t = fmaf(qv[r][f].x, kv[u][f].x, t);
+              t = fmaf(qv[r][f].y, kv[u][f].y, t);
+              t = fmaf(qv[r][f].z, kv[u][f].z, t);
+              t = fmaf(qv[r][f].w, kv[u][f].w, t);
+            }
+            dot[r][u] = t;
+          }
+        for (int o = L >> 1; o > 0; o >>= 1)
+#pragma unroll
+          for (int r = 0; r < RB; ++r)
+#pragma unroll
+            for (int u = 0; u < U; ++u) dot[r][u] += __shfl_xor_sync(seg_mask, dot[r][u], o);
+        if (li == 0) {
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            const int jj = j + u * kstride;
+            if (jj >= n) continue;
+#pragma unroll
+            for (int r = 0; r < RB; ++r)
+              if (hb + r < R) s.sc[jj * s.sc_stride + g * R + hb + r] = dot[r][u] * a.scale;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Phase 2: per head, the chunk's max and weights, and the running (m, l).
+__device__ __forceinline__ void fast_attn_softmax(const OpContext& c, int n_heads, int n,
+                                                  const FastAttnScratch& s) {
+  const int warp = c.tid >> 5, lane = c.tid & 31, n_warps = c.n_threads >> 5;
+  for (int h = warp; h < n_heads; h += n_warps) {
+    float mx = neg_inf();
+    for (int j = lane; j < n; j += 32) mx = fmaxf(mx, s.sc[j * s.sc_stride + h]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    const float m_old = s.m[h];
+    const float m_new = fmaxf(m_old, mx);
+    // The guards keep exp(-inf - -inf) out, as in the warp path.
+    const float corr = m_old == m_new ? 1.0f : expf(m_old - m_new);
+    float sum = 0.0f;
+    for (int j = lane; j < n; j += 32) {
+      float& x = s.sc[j * s.sc_stride + h];
+      const float p = x == neg_inf() ? 0.0f : expf(x - m_new);
+      x = p;
+      sum += p;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0) {
+      s.l[h] = fmaf(s.l[h], corr, sum);
+      s.m[h] = m_new;
+      s.corr[h] = corr;
+    }
+  }
+}
+
+// Phase 3: acc[h] = acc[h] * corr[h] + sum_j p[h][j] v_j over keys [j0, j0 + n).
+template <int W>
+__device__ __forceinline__ void fast_attn_values(const OpContext& c, const AttentionShape& a,
+                                                 const float* vc, int64_t j0, int n,
+                                                 const FastAttnScratch& s) {
+  constexpr int U3 = W == 4 ? 8 : 16;  // V loads a thread has in flight
+  constexpr int AB = 16 / W;           // heads accumulated in registers at once
+  const int D = a.head_dim, G = a.n_kv_heads, R = a.n_heads / a.n_kv_heads;
+  const int64_t row_stride = int64_t(G) * D;
+  const int units = int(row_stride / W);
+  for (int unit = c.tid; unit < units; unit += c.n_threads) {
+    const int e = unit * W, g = e / D, d = e - g * D;
+    const float* v_col = vc + j0 * row_stride + e;
+    for (int hb = 0; hb < R; hb += AB) {
+      const int h0 = g * R + hb;
+      float acc[AB][W];
+#pragma unroll
+      for (int r = 0; r < AB; ++r)
+#pragma unroll
+        for (int w = 0; w < W; ++w) acc[r][w] = 0.0f;
+      for (int j = 0; j < n; j += U3) {
+        float v[U3][W];
+#pragma unroll
+        for (int u = 0; u < U3; ++u) {
+          const bool ok = j + u < n;
+          const float* src = v_col + int64_t(j + u) * row_stride;
+          if constexpr (W == 4) {
+            const float4 x = load_f4_or_zero(src, ok);
+            v[u][0] = x.x, v[u][1] = x.y, v[u][2] = x.z, v[u][3] = x.w;
+          } else if constexpr (W == 2) {
+            const float2 x = ok ? *reinterpret_cast<const float2*>(src) : make_float2(0.f, 0.f);
+            v[u][0] = x.x, v[u][1] = x.y;
+          } else {
+            v[u][0] = ok ? *src : 0.0f;
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < U3; ++u) {
+          if (j + u >= n) break;
+          const float* p_row = s.sc + (j + u) * s.sc_stride + h0;
+#pragma unroll
+          for (int r = 0; r < AB; ++r) {
+            if (hb + r >= R) break;
+            const float p = p_row[r];
+#pragma unroll
+            for (int w = 0; w < W; ++w) acc[r][w] = fmaf(p, v[u][w], acc[r][w]);
+          }
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < AB; ++r) {
+        if (hb + r >= R) break;
+        const int h = h0 + r;
+        const float corr = s.corr[h];
+        float* dst = s.acc + int64_t(h) * D + d;
+#pragma unroll
+        for (int w = 0; w < W; ++w) dst[w] = fmaf(dst[w], corr, acc[r][w]);
+      }
+    }
+  }
+}
+
+template <int F, int W>
+__device__ void attention_tile_fast(const OpContext& c, const AttentionShape& a, int chunk) {
+  const float* q = static_cast<const float*>(in_buf(c, 0).ptr);
+  const float* kc = static_cast<const float*>(in_buf(c, 1).ptr);
+  const float* vc = static_cast<const float*>(in_buf(c, 2).ptr);
+  float* out = static_cast<float*>(out_buf(c, 0).ptr);
+  const int H = a.n_heads, D = a.head_dim;
+  FastAttnScratch s;
+  s.acc = c.scratch;
+  s.m = s.acc + int64_t(H) * D;
+  s.l = s.m + H;
+  s.corr = s.l + H;
+  s.sc = s.corr + H;
+  s.sc_stride = H | 1;
+  s.chunk = chunk;
+  for (int64_t e = c.tid; e < int64_t(H) * D; e += c.n_threads) s.acc[e] = 0.0f;
+  for (int h = c.tid; h < H; h += c.n_threads) s.m[h] = neg_inf(), s.l[h] = 0.0f;
+  // No barrier before the first scores: acc, m and l are first read after the next one.
+  for (int64_t j0 = a.kv_start; j0 < a.kv_start + a.kv_len; j0 += chunk) {
+    const int64_t left = a.kv_start + a.kv_len - j0;
+    const int n = left < chunk ? int(left) : chunk;
+    fast_attn_scores<F>(c, a, q, kc, j0, n, s);
+    consumer_sync(c.n_threads);
+    fast_attn_softmax(c, H, n, s);
+    consumer_sync(c.n_threads);
+    fast_attn_values<W>(c, a, vc, j0, n, s);
+    consumer_sync(c.n_threads);  // the next chunk's scores overwrite the weights
+  }
+  if (a.kv_len == 0) consumer_sync(c.n_threads);  // the init above before the reads below
+  const int width = a.partial ? D + 2 : D;
+  for (int64_t e = c.tid; e < int64_t(H) * width; e += c.n_threads) {
+    const int h = int(e / width), d = int(e - int64_t(h) * width);
+    if (a.partial) {
+      out[e] = d < D ? s.acc[int64_t(h) * D + d] : (d == D ? s.m[h] : s.l[h]);
+    } else {
+      // An empty window leaves acc = 0, l = 0: attention over nothing is 0.
+      const float l = s.l[h];
+      out[e] = s.acc[int64_t(h) * D + d] * (l > 0.0f ? 1.0f / l : 0.0f);
+    }
+  }
+  consumer_sync(c.n_threads);  // the scratch is free for the next task
+}
+
+// The fast path's key chunk for this scratch, or 0 when it does not fit (the warp path runs).
+__device__ __forceinline__ int fast_attn_chunk(const OpContext& c, const AttentionShape& a) {
+  const int64_t floats = c.scratch_bytes / int64_t(sizeof(float));
+  const int64_t room = floats - fast_attn_fixed_floats(a.n_heads, a.head_dim);
+  const int64_t chunk = room > 0 ? room / (a.n_heads | 1) : 0;
+  if (chunk < kAttnMinChunkKeys) return 0;
+  return chunk < kAttnChunkKeys ? int(chunk) : kAttnChunkKeys;
+}
+
+template <int F>
+__device__ void attention_tile_fast_by_width(const OpContext& c, const AttentionShape& a,
+                                             int chunk) {
+  // Widest V slice that still gives every thread a slice of its own.
+  const int64_t row = int64_t(a.n_kv_heads) * a.head_dim;
+  if (row / 4 >= c.n_threads) return attention_tile_fast<F, 4>(c, a, chunk);
+  if (row / 2 >= c.n_threads) return attention_tile_fast<F, 2>(c, a, chunk);
+  attention_tile_fast<F, 1>(c, a, chunk);
+}
+
 // Picks the slice shape from head_dim and the GQA chunk from rep = n_heads / n_kv_heads.
 template <int VEC, int NV>
 __device__ void attention_tile_by_group(const OpContext& c, const AttentionShape& a) {
@@ -329,7 +606,12 @@ __device__ inline void op_attention_tile(const OpContext& c) {
 
   const bool vec4 = a.head_dim % 4 == 0 && is_aligned16(q.ptr) && is_aligned16(k.ptr) &&
                     is_aligned16(v.ptr);
-  if (vec4 && a.head_dim <= 128)
+  const int chunk = vec4 ? fast_attn_chunk(c, a) : 0;
+  if (chunk > 0 && a.head_dim <= 128)
+    attention_tile_fast_by_width<2>(c, a, chunk);
+  else if (chunk > 0)
+    attention_tile_fast_by_width<4>(c, a, chunk);
+  else if (vec4 && a.head_dim <= 128)
     attention_tile_by_group<4, 1>(c, a);
   else if (vec4)
     attention_tile_by_group<4, 2>(c, a);
@@ -364,12 +646,37 @@ __device__ inline void op_attention_combine(const OpContext& c) {
   }
   const int hd = int(head_dim);
   float* o = static_cast<float*>(out.ptr);
-  for (int64_t e = c.tid; e < on; e += c.n_threads) {
-    const int64_t h = e / hd;
-    const int d = int(e - h * hd);
-    const int64_t base = h * (hd + 2);
-    o[e] = merge_partials<AMK_MAX_INPUTS>(n_parts, hd, d, false,
-                          [&](int part, int i) { return parts[part][base + i]; });
+  // A thread merges kCombineElems output elements per pass and issues all their partials'
+  // loads (acc, m, l of every shard) before using any: the shards were just written by other
+  // SMs, so each load is an L2 round trip and only many in flight hide it.
+  constexpr int kCombineElems = 2;
+  const int64_t step = int64_t(c.n_threads) * kCombineElems;
+  for (int64_t e0 = c.tid; e0 < on; e0 += step) {
+    float acc_p[kCombineElems][AMK_MAX_INPUTS], m_p[kCombineElems][AMK_MAX_INPUTS],
+        l_p[kCombineElems][AMK_MAX_INPUTS];
+#pragma unroll
+    for (int k = 0; k < kCombineElems; ++k) {
+      const int64_t e = e0 + int64_t(k) * c.n_threads;
+      const int64_t h = e / hd;
+      const int64_t base = h * (hd + 2);
+      const int64_t d = e - h * hd;
+#pragma unroll
+      for (int i = 0; i < AMK_MAX_INPUTS; ++i) {
+        const bool ok = i < n_parts && e < on;
+        acc_p[k][i] = ok ? parts[i][base + d] : 0.0f;
+        m_p[k][i] = ok ? parts[i][base + hd] : 0.0f;
+        l_p[k][i] = ok ? parts[i][base + hd + 1] : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kCombineElems; ++k) {
+      const int64_t e = e0 + int64_t(k) * c.n_threads;
+      if (e >= on) break;
+      // merge_partials' arithmetic, over the registers: shards with l <= 0 are skipped.
+      o[e] = merge_partials<AMK_MAX_INPUTS>(n_parts, hd, 0, false, [&](int part, int i) {
+        return i == hd ? m_p[k][part] : (i == hd + 1 ? l_p[k][part] : acc_p[k][part]);
+      });
+    }
   }
 }
 

@@ -7,9 +7,9 @@
 //   RMSNORM        32 floats (block_sum) for rows longer than 256; none for shorter rows
 //   SAMPLE_ARGMAX  32 floats + 32 int32 (the per-warp bests)
 //   ROPE/ROPE_FREQ head_dim doubles (the row's cos/sin table)
-//   ATTENTION_TILE none required; with attention_split_scratch_bytes() or more, a CTA with at
-//                  least twice as many consumer warps as heads splits each head's keys over
-//                  several warps (faster for few heads, long windows); with less it does not.
+//   ATTENTION_TILE none required; with attention_split_scratch_bytes() it runs its chunked
+//                  decode fast path (16-byte rows) or, for other rows, splits each head's keys
+//                  over idle warps; with less it runs the slower warp-per-head path.
 // An op given less than it requires fails (op_fail) instead of overrunning shared memory.
 #pragma once
 
@@ -28,9 +28,23 @@ constexpr int round_up16(int bytes) { return (bytes + 15) / 16 * 16; }
 // ROPE / ROPE_FREQ: a cos and a sin (double) per rotated pair.
 constexpr int rope_scratch_bytes(int head_dim) { return head_dim * 8; }
 
-// ATTENTION_TILE's optional key-split scratch: a warp runs up to 4 heads of a GQA group (2 when
-// head_dim > 128), each with one [acc | m | l] slot of head_dim + 2 floats.
-constexpr int attention_split_scratch_bytes(int head_dim, int consumer_threads) {
+// ATTENTION_TILE's optional scratch. For head_dim % 4 == 0 (16-byte rows) the decode fast path
+// keeps acc [n_heads][head_dim], m, l and a rescale per head, and the scores of one key chunk
+// ([chunk][n_heads rounded up to odd]); it takes chunks of up to 64 keys, fewer when the scratch
+// is smaller (at least 8, else it falls back to the warp path). This reserves 64 keys, trimmed
+// (not below 16) to stay within kAttnScratchSoftCapBytes so the GEMV weight ring keeps its room.
+// Otherwise (or n_heads unknown, 0) the warp path's key split: a warp runs up to 4 heads of a GQA
+// group (2 when head_dim > 128), each with one [acc | m | l] slot of head_dim + 2 floats.
+inline constexpr int kAttnScratchSoftCapBytes = 24 * 1024;
+
+constexpr int attention_split_scratch_bytes(int head_dim, int n_heads, int consumer_threads) {
+  if (n_heads > 0 && head_dim > 0 && head_dim % 4 == 0) {
+    const int fixed = n_heads * head_dim + 3 * n_heads;  // floats
+    const int stride = n_heads | 1;
+    int chunk = (kAttnScratchSoftCapBytes / 4 - fixed) / stride;
+    chunk = chunk > 64 ? 64 : (chunk < 16 ? 16 : chunk);
+    return round_up16((fixed + chunk * stride) * 4);
+  }
   return round_up16((consumer_threads / 32) * (head_dim <= 128 ? 4 : 2) * (head_dim + 2) * 4);
 }
 
