@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "vm/cuda/primitives.cuh"
+#include "vm/cuda/sync.cuh"
 #include "vm/cuda/weight_ring.cuh"
 
 namespace amk::cuda {
@@ -212,26 +213,52 @@ __device__ __forceinline__ void write_output(const Gemv& g, int64_t r, int j, fl
   store_f(*g.out, idx, y);
 }
 
-// Step 2 over the ring: the tile's rows arrive chunk by chunk; warps take rows round-robin.
-// Every warp waits on every chunk (even one with no row for it) before releasing it, so a
-// stage's empty phase can never complete early. False when the launch aborted mid-tile.
+// Step 2 over the ring: the tile's rows arrive chunk by chunk. With at least as many rows in a
+// chunk as warps, warps take whole rows round-robin. With fewer (long rows: a 16 KiB
+// down_proj row leaves two rows per 32 KiB stage) each row is cut into `segs` segments, one
+// warp each, so every warp streams shared memory; the partial sums meet in `red` and the
+// segment-0 warp writes the row. Every warp waits on every chunk (even one with no work for
+// it) before releasing it, so a stage's empty phase can never complete early. False when the
+// launch aborted mid-tile.
 template <bool kBf16>
 __device__ __forceinline__ bool gemv_from_ring(const OpContext& c, const Gemv& g,
-                                               const RingTile& t, const float* xs,
+                                               const RingTile& t, const float* xs, float* red,
                                                RingCursor cur) {
   const WeightRing& ring = *c.ring;
   const int warp = c.tid >> 5, lane = c.tid & 31, n_warps = c.n_threads >> 5;
   const int n_vec = int(t.row_bytes / 16);
   for (int row0 = 0; row0 < t.rows; row0 += t.rows_per_chunk) {
     const int n_rows = min(t.rows_per_chunk, t.rows - row0);
-    if (!ring_wait_full(*c.prog, ring, cur)) return false;
+    // The abort decision (ring_wait_full polls the flag) is per warp; the segmented path has
+    // barriers, so there it is made collectively before any of them.
+    const bool got = ring_wait_full(*c.prog, ring, cur);
     const uint8_t* stage = ring.stage_base + int64_t(cur.stage) * ring.chunk_bytes;
-    for (int i = warp; i < n_rows; i += n_warps) {
-      const uint4* row = reinterpret_cast<const uint4*>(stage + int64_t(i) * t.row_bytes);
-      const float dot = warp_sum(lane_dot<kBf16, false>(row, n_vec, xs, lane));
-      if (lane == 0) write_output(g, 0, row0 + i, dot);
+    const int segs = n_rows >= n_warps ? 1 : min(n_warps / n_rows, 32 / n_rows);
+    if (segs == 1) {
+      if (!got) return false;
+      for (int i = warp; i < n_rows; i += n_warps) {
+        const uint4* row = reinterpret_cast<const uint4*>(stage + int64_t(i) * t.row_bytes);
+        const float dot = warp_sum(lane_dot<kBf16, false>(row, n_vec, xs, lane));
+        if (lane == 0) write_output(g, 0, row0 + i, dot);
+      }
+      ring_release(ring, cur);
+    } else {
+      const int i = warp / segs, seg = warp - i * segs;
+      if (got && i < n_rows) {
+        const int v0 = int(int64_t(n_vec) * seg / segs), v1 = int(int64_t(n_vec) * (seg + 1) / segs);
+        const uint4* row = reinterpret_cast<const uint4*>(stage + int64_t(i) * t.row_bytes);
+        const float part = warp_sum(lane_dot<kBf16, false>(row + v0, v1 - v0, xs + v0 * (kBf16 ? 8 : 4), lane));
+        if (lane == 0) red[warp] = part;
+      }
+      if (got) ring_release(ring, cur);
+      if (consumer_any(!got, c.n_threads)) return false;  // also: the partials are in red
+      if (i < n_rows && seg == 0 && lane == 0) {
+        float dot = 0.0f;
+        for (int k = 0; k < segs; ++k) dot += red[warp + k];
+        write_output(g, 0, row0 + i, dot);
+      }
+      consumer_sync(c.n_threads);  // red is rewritten by the next chunk
     }
-    ring_release(ring, cur);
     cur.advance(ring.n_stages);
   }
   return true;
@@ -291,8 +318,8 @@ __device__ inline void op_gemv(const OpContext& c) {
       build_x(c, g, 0, xs, red);
     else
       consumer_sync(c.n_threads);  // the cursor reads above precede thread 0's update below
-    const bool ok = g.w_bf16 ? gemv_from_ring<true>(c, g, t, xs, start)
-                             : gemv_from_ring<false>(c, g, t, xs, start);
+    const bool ok = g.w_bf16 ? gemv_from_ring<true>(c, g, t, xs, red, start)
+                             : gemv_from_ring<false>(c, g, t, xs, red, start);
     if (ok && c.tid == 0) {
       ring.x_op = c.inst->op;
       ring.x_in0 = c.inst->inputs[0];
