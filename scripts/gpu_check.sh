@@ -156,7 +156,7 @@ bench qwen3-0.6b 150 --peer
 if ((quick)); then
   record "bench llama-3.1-8b" "SKIPPED (--quick)" "-"
 else
-  bench llama-3.1-8b 330 --check-steps 1
+  bench llama-3.1-8b 400 --check-steps 1
 fi
 
 # ---- the report -------------------------------------------------------------------------------

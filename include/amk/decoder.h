@@ -56,6 +56,10 @@ class ReferenceDecoder final : public Decoder {
 
   const ReferenceVM& vm() const { return vm_; }
 
+  // The ReferenceVM's watchdog per step. An 8B model's step takes minutes on the CPU, so a
+  // caller that runs big models (amk bench) raises it.
+  double step_timeout_s = VmOptions{}.timeout_s;
+
  private:
   void bind_computed_const(const Buffer& b, const ModelConfig& config);
 

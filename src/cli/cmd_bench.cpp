@@ -467,6 +467,7 @@ int run_bench(const BenchOptions& opt) {
     {
       const auto start = Clock::now();
       ReferenceDecoder reference(in->checkpoint, program);
+      reference.step_timeout_s = 1800;  // llama-3.1-8b: ~2 minutes a step on 16 cores
       const std::vector<int64_t> prompt = check_prompt(opt.check_steps, cuda.vocab_size());
       for (int64_t token : prompt) {
         StepCheck c = compare_logits(reference.step(token), cuda.step(token));

@@ -75,6 +75,7 @@ std::vector<float> ReferenceDecoder::step(int64_t token) {
   vm_.set_buffer(pos_id_, Tensor::from_ints(DType::I32, {1}, pos));
   VmOptions options;
   options.step_position = position_;  // the same position the "pos" buffer holds
+  options.timeout_s = step_timeout_s;
   const VmRunResult r = vm_.run(options);
   if (!r.ok())
     throw DecodeError(

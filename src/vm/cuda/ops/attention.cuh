@@ -431,6 +431,9 @@ __device__ __forceinline__ void fast_attn_softmax(const OpContext& c, int n_head
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    // Every lane read m[h] above; lane 0 rewrites it. The shuffles already converge the warp,
+    // but only __syncwarp orders shared-memory accesses (and racecheck knows it).
+    __syncwarp();
     if (lane == 0) {
       s.l[h] = fmaf(s.l[h], corr, sum);
       s.m[h] = m_new;
