@@ -59,6 +59,7 @@ struct BenchOptions {
   int64_t context = 0;
   bool peer = false;
   bool profile = false;
+  bool no_weight_ring = false;
 };
 
 // ---- the checkpoint -------------------------------------------------------------------------
@@ -429,6 +430,7 @@ int run_bench(const BenchOptions& opt) {
   report["model_dir"] = folder.temporary ? "" : folder.path.string();
   report["params"] = parameter_count(model);
   report["weight_dtype"] = std::string(name_of(*weight_dtype));
+  report["weight_ring"] = !opt.no_weight_ring;
   report["weight_bytes"] = program.total_weight_bytes();
   report["floor_weight_bytes"] = traffic.weight_bytes;
   report["kv_bytes_at_mean_position"] = traffic.kv_bytes;
@@ -462,7 +464,9 @@ int run_bench(const BenchOptions& opt) {
   PeerResult peer;
   std::vector<StepCheck> checks;
   try {
-    CudaDecoder cuda(in->checkpoint, program);
+    CudaVmOptions vm_options;
+    vm_options.weight_ring = !opt.no_weight_ring;
+    CudaDecoder cuda(in->checkpoint, program, vm_options);
     cuda.tokens_per_launch = tpl;
     {
       const auto start = Clock::now();
@@ -631,6 +635,9 @@ void add_bench_command(CLI::App& app, Action& action) {
   cmd->add_option("--results", opt->results, "results.tsv to append a row to")
       ->capture_default_str();
   cmd->add_option("--tag", opt->tag, "Campaign tag of the results row");
+  cmd->add_flag("--no-weight-ring", opt->no_weight_ring,
+                "Consumers read GEMV weights from global memory (no producer-warp ring): an "
+                "ablation of the weight streaming");
   cmd->add_flag("--profile", opt->profile,
                 "Also print where one decode step's time goes (per-task GPU timestamps)");
   cmd->add_flag("--peer", opt->peer, "Also time the PyTorch peer (bench/peers/torch_llama.py)");
