@@ -39,21 +39,6 @@ int64_t require_buffer(const CudaVM& vm, std::string_view name) {
   return b->id;
 }
 
-// The value of a CONST buffer no checkpoint holds, computed from the config exactly as
-// ReferenceDecoder::bind_computed_const does (the same checks, the same messages).
-Tensor computed_const(const Buffer& b, const ModelConfig& config) {
-  if (b.source != kRopeInvFreqSource)
-    throw DecodeError(fmt::format("CONST buffer '{}' has source '{}', which the decoder cannot "
-                                  "compute (known: '{}')",
-                                  b.name, b.source.value_or(""), kRopeInvFreqSource));
-  const std::vector<float> table = rope_inv_freq_f32(config);
-  if (b.numel() != static_cast<int64_t>(table.size()))
-    throw DecodeError(fmt::format("CONST buffer '{}' holds {} elements; the config's RoPE table "
-                                  "has head_dim / 2 = {}",
-                                  b.name, b.numel(), table.size()));
-  return Tensor::from_floats(b.dtype, b.shape, table);
-}
-
 Tensor scalar_i32(int64_t v) {
   const int64_t values[] = {v};
   return Tensor::from_ints(DType::I32, {1}, values);
@@ -76,7 +61,7 @@ CudaDecoder::CudaDecoder(const Checkpoint& checkpoint, Program program,
 
   for (const Buffer& b : p.buffers) {
     if (b.kind == BufferKind::CONST) {
-      vm_->set_buffer(b.id, computed_const(b, checkpoint.config()));
+      vm_->set_buffer(b.id, computed_const_value(b, checkpoint.config()));
       continue;
     }
     if (b.kind != BufferKind::WEIGHT) continue;

@@ -17,7 +17,7 @@ int64_t require_buffer(const ReferenceVM& vm, std::string_view name) {
 
 }  // namespace
 
-void ReferenceDecoder::bind_computed_const(const Buffer& b, const ModelConfig& config) {
+Tensor computed_const_value(const Buffer& b, const ModelConfig& config) {
   if (b.source != kRopeInvFreqSource)
     throw DecodeError(fmt::format("CONST buffer '{}' has source '{}', which the decoder cannot "
                                   "compute (known: '{}')",
@@ -27,7 +27,11 @@ void ReferenceDecoder::bind_computed_const(const Buffer& b, const ModelConfig& c
     throw DecodeError(fmt::format("CONST buffer '{}' holds {} elements; the config's RoPE table "
                                   "has head_dim / 2 = {}",
                                   b.name, b.numel(), table.size()));
-  vm_.set_buffer(b.id, Tensor::from_floats(b.dtype, b.shape, table));
+  return Tensor::from_floats(b.dtype, b.shape, table);
+}
+
+void ReferenceDecoder::bind_computed_const(const Buffer& b, const ModelConfig& config) {
+  vm_.set_buffer(b.id, computed_const_value(b, config));
 }
 
 ReferenceDecoder::ReferenceDecoder(const Checkpoint& checkpoint, Program program)

@@ -32,6 +32,17 @@ __device__ __forceinline__ float block_sum(float v, float* red, int tid, int n_t
   return total;
 }
 
+// 16 bytes of a read-only stream (weights; the bandwidth probe) that is read exactly once: the
+// non-coherent path, kept out of L1 where it would only evict activations. NEVER for buffers
+// other CTAs write during the launch (activations, KV).
+__device__ __forceinline__ uint4 load_stream16(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
 
 // 1 / sqrt(mean(x^2) + eps) of one row of `hidden` floats in shared or global memory.

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "vm/cuda/megakernel.h"
+#include "vm/cuda/primitives.cuh"
 
 namespace amk::cuda {
 
@@ -17,14 +18,6 @@ constexpr int kThreads = 512;
 constexpr int kCtasPerSm = 4;
 constexpr int kMaxCtas = 4096;  // sink holds >= 4096 partials
 constexpr int kInFlight = 4;    // independent 16-byte loads per thread per iteration
-
-__device__ __forceinline__ uint4 load_stream16(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
 
 __device__ __forceinline__ uint32_t fold(uint4 v) { return v.x ^ v.y ^ v.z ^ v.w; }
 

@@ -150,15 +150,6 @@ __device__ __forceinline__ float dot16(uint4 w, const float* xs, int v, float ac
   return acc;
 }
 
-// Weights read once from HBM: keep them out of L1 (they would only evict activations).
-__device__ __forceinline__ uint4 load_stream16(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 // This lane's part of dot(x, row) for a row of n_vec 16-byte vectors (shared or global). From
 // global memory four independent loads are in flight per lane (HBM latency); from the ring two
 // (shared memory is close). Not unrolled further: the registers belong to the whole megakernel.
