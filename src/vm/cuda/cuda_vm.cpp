@@ -1,19 +1,19 @@
 // The host loader of the CUDA VM (docs/CUDA_VM.md): validates and marshals a Program, places its
 // buffers in device memory, uploads the tables once, and runs launches of the persistent
-// megakernel under a host watchdog. Host code only: the kernel lives in megakernel.cu.
+// megakernel under a host watchdog. Host code only (compiled by the C++ compiler against the CUDA
+// runtime): the kernel lives in megakernel.cu.
 //
 // Every memory operation goes through the VM's own non-blocking stream and is synchronised
 // before the call returns: the legacy default stream does not order against a non-blocking one,
 // so a plain cudaMemset / cudaMemcpy before a launch on `stream` could still be in flight when
 // the kernel reads the memory.
 #include <cuda_runtime.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <iomanip>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -32,42 +32,6 @@ namespace amk {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// A small runtime "{}" formatter: nvcc cannot evaluate fmt's consteval format-string checks, so
-// this host-only file formats its messages itself. Specs: "{}", "{:.Nf}", "{:.Ng}", "{:x}".
-void append_spec(std::ostringstream& os, std::string_view spec) {
-  os << std::setprecision(6) << std::defaultfloat << std::dec;
-  if (spec.empty()) return;
-  if (spec == "x") {
-    os << std::hex;
-  } else if (spec.size() >= 3 && spec[0] == '.') {
-    os << std::setprecision(std::stoi(std::string(spec.substr(1, spec.size() - 2))));
-    if (spec.back() == 'f') os << std::fixed;
-  }
-}
-void text_rest(std::ostringstream& os, std::string_view pattern) { os << pattern; }
-template <typename T, typename... Rest>
-void text_rest(std::ostringstream& os, std::string_view pattern, const T& first, const Rest&... rest) {
-  const size_t open = pattern.find('{');
-  const size_t close = open == std::string_view::npos ? open : pattern.find('}', open);
-  if (close == std::string_view::npos) {
-    os << pattern;
-    return;
-  }
-  os << pattern.substr(0, open);
-  std::string_view spec = pattern.substr(open + 1, close - open - 1);
-  if (!spec.empty() && spec[0] == ':') spec.remove_prefix(1);
-  append_spec(os, spec);
-  os << first;
-  append_spec(os, "");
-  text_rest(os, pattern.substr(close + 1), rest...);
-}
-template <typename... Args>
-std::string text(std::string_view pattern, const Args&... args) {
-  std::ostringstream os;
-  text_rest(os, pattern, args...);
-  return os.str();
-}
 
 // How long the watchdog polls between event queries, and how long it waits for the CTAs to
 // leave once the abort flag is raised.
@@ -90,7 +54,7 @@ void check(cudaError_t err, std::string_view call) {
   if (err == cudaSuccess) return;
   const CudaStatus status =
       err == cudaErrorMemoryAllocation ? CudaStatus::Rejected : CudaStatus::LaunchError;
-  throw CudaVmError(status, text("{}: {} ({})", call, cudaGetErrorString(err),
+  throw CudaVmError(status, fmt::format("{}: {} ({})", call, cudaGetErrorString(err),
                                         cudaGetErrorName(err)));
 }
 
@@ -164,7 +128,7 @@ CudaAvailability cuda_availability() {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
-    a.message = text("no CUDA device: cudaGetDeviceCount: {}", cudaGetErrorString(err));
+    a.message = fmt::format("no CUDA device: cudaGetDeviceCount: {}", cudaGetErrorString(err));
     return a;
   }
   if (count == 0) {
@@ -174,7 +138,7 @@ CudaAvailability cuda_availability() {
   cudaDeviceProp prop{};
   const cudaError_t perr = cudaGetDeviceProperties(&prop, 0);
   if (perr != cudaSuccess) {
-    a.message = text("no CUDA device: cudaGetDeviceProperties: {}", cudaGetErrorString(perr));
+    a.message = fmt::format("no CUDA device: cudaGetDeviceProperties: {}", cudaGetErrorString(perr));
     return a;
   }
   a.device_name = prop.name;
@@ -182,12 +146,12 @@ CudaAvailability cuda_availability() {
   a.cc_major = prop.major;
   a.cc_minor = prop.minor;
   a.global_mem_bytes = static_cast<int64_t>(prop.totalGlobalMem);
-  a.message = text("{}, {} SMs, sm_{}{}, {:.1f} GiB", a.device_name, a.sm_count, a.cc_major,
+  a.message = fmt::format("{}, {} SMs, sm_{}{}, {:.1f} GiB", a.device_name, a.sm_count, a.cc_major,
                           a.cc_minor, double(a.global_mem_bytes) / double(int64_t{1} << 30));
   // The kernel is compiled for sm_90a only: arch-specific SASS with no PTX another generation
   // could JIT, so any compute capability other than 9.x has no kernel image to launch.
   if (a.cc_major != 9) {
-    a.message += text(": the megakernel is built for sm_90a only (Hopper, compute "
+    a.message += fmt::format(": the megakernel is built for sm_90a only (Hopper, compute "
                              "capability 9.x); this device is sm_{}{}",
                              a.cc_major, a.cc_minor);
     return a;
@@ -200,7 +164,7 @@ CudaAvailability cuda_availability() {
 
 double cuda_stream_read_gbs(int64_t bytes, int repeats) {
   if (bytes < 16 || repeats < 1)
-    throw std::invalid_argument(text(
+    throw std::invalid_argument(fmt::format(
         "cuda_stream_read_gbs: bytes {} must be >= 16 and repeats {} >= 1", bytes, repeats));
   const CudaAvailability a = cuda_availability();
   if (!a.usable) throw CudaVmError(CudaStatus::LaunchError, a.message);
@@ -220,7 +184,7 @@ double cuda_stream_read_gbs(int64_t bytes, int repeats) {
     }
   } r;
   check(cudaSetDevice(0), "cudaSetDevice(0)");
-  check(cudaMalloc(&r.src, size_t(bytes)), text("cudaMalloc(stream-read source, {} bytes)", bytes));
+  check(cudaMalloc(&r.src, size_t(bytes)), fmt::format("cudaMalloc(stream-read source, {} bytes)", bytes));
   check(cudaMalloc(reinterpret_cast<void**>(&r.sink), 4096 * sizeof(float)),
         "cudaMalloc(stream-read sink)");
   check(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -318,7 +282,7 @@ struct CudaVM::Impl {
   T* alloc(int64_t bytes, std::string_view what) {
     if (bytes <= 0) return nullptr;
     void* p = nullptr;
-    check(cudaMalloc(&p, size_t(bytes)), text("cudaMalloc({}, {} bytes)", what, bytes));
+    check(cudaMalloc(&p, size_t(bytes)), fmt::format("cudaMalloc({}, {} bytes)", what, bytes));
     device_bytes += bytes;
     return static_cast<T*>(p);
   }
@@ -328,12 +292,12 @@ struct CudaVM::Impl {
     T* p = alloc<T>(int64_t(v.size() * sizeof(T)), what);
     if (p)
       check(cudaMemcpyAsync(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, stream),
-            text("cudaMemcpyAsync({})", what));
+            fmt::format("cudaMemcpyAsync({})", what));
     return p;
   }
 
   void sync(std::string_view after) {
-    check(cudaStreamSynchronize(stream), text("cudaStreamSynchronize(after {})", after));
+    check(cudaStreamSynchronize(stream), fmt::format("cudaStreamSynchronize(after {})", after));
   }
 
   void load();
@@ -354,17 +318,17 @@ void CudaVM::Impl::load() {
   check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
   if (options.device < 0 || options.device >= count)
     throw CudaVmError(CudaStatus::LaunchError,
-                      text("CudaVmOptions.device {} is not one of the {} devices",
+                      fmt::format("CudaVmOptions.device {} is not one of the {} devices",
                                   options.device, count));
   use_device();
   const DeviceLimits limits = device_limits(options.device);
   if (limits.cc_major != 9)  // cuda_availability() looked at device 0 only
     throw CudaVmError(CudaStatus::LaunchError,
-                      text("device {} is sm_{}{}: the megakernel is built for sm_90a only",
+                      fmt::format("device {} is sm_{}{}: the megakernel is built for sm_90a only",
                            options.device, limits.cc_major, limits.cc_minor));
   if (!limits.cooperative)
     throw CudaVmError(CudaStatus::LaunchError,
-                      text("device {} does not support cooperative launches", options.device));
+                      fmt::format("device {} does not support cooperative launches", options.device));
 
   try {
     cuda::MarshalLimits ml;
@@ -375,18 +339,18 @@ void CudaVM::Impl::load() {
     // own 16-byte loads): for tools that cannot see mbarrier/bulk-copy ordering (racecheck).
     if (!options.weight_ring) mp.layout.ring_stages = 0;
   } catch (const cuda::MarshalError& e) {
-    throw CudaVmError(CudaStatus::Rejected, text("the CUDA VM cannot run this program: {}", e.what()));
+    throw CudaVmError(CudaStatus::Rejected, fmt::format("the CUDA VM cannot run this program: {}", e.what()));
   }
 
   int blocks_per_sm = 0;
   check(cuda::megakernel_prepare(mp.layout, &blocks_per_sm),
-        text("megakernel_prepare({} consumer threads, {} bytes of shared memory)",
+        fmt::format("megakernel_prepare({} consumer threads, {} bytes of shared memory)",
                     mp.layout.consumer_threads, cuda::megakernel_smem_bytes(mp.layout)));
   // A cooperative launch needs every CTA resident at once (the CTAs wait on each other).
   if (mp.n_sms > limits.sm_count || int64_t(mp.n_sms) > int64_t(blocks_per_sm) * limits.sm_count)
     throw CudaVmError(
         CudaStatus::Rejected,
-        text("the program needs {} co-resident CTAs; the device has {} SMs and fits {} CTA(s) "
+        fmt::format("the program needs {} co-resident CTAs; the device has {} SMs and fits {} CTA(s) "
                     "of {} threads + {} bytes of shared memory per SM",
                     mp.n_sms, limits.sm_count, blocks_per_sm, mp.layout.consumer_threads + 32,
                     cuda::megakernel_smem_bytes(mp.layout)));
@@ -411,10 +375,10 @@ void CudaVM::Impl::load() {
     if (b.kind == BufferKind::KV_CACHE && max_seq < 0 && !b.shape.empty()) max_seq = b.shape[0];
     if (mp.placement[i].where != cuda::BufferPlacement::Where::Own) continue;
     if (alias_token && int32_t(i) == mp.token_buffer) continue;
-    own[i] = alloc<void>(mp.placement[i].nbytes, text("buffer '{}'", b.name));
+    own[i] = alloc<void>(mp.placement[i].nbytes, fmt::format("buffer '{}'", b.name));
     if (own[i])  // weights and caches start at zero: a forgotten set_buffer reads zeros, not junk
       check(cudaMemsetAsync(own[i], 0, size_t(mp.placement[i].nbytes), stream),
-            text("cudaMemsetAsync(buffer '{}')", b.name));
+            fmt::format("cudaMemsetAsync(buffer '{}')", b.name));
   }
   arena = alloc<void>(mp.arena_bytes, "scratch arena");
   // 0xFF bytes are a NaN in F32 and BF16 and -1 as an I32: a read before its write shows.
@@ -452,12 +416,12 @@ void CudaVM::Impl::zero_counters_and_flag() {
 const Buffer& CudaVM::Impl::record(int64_t id) const {
   for (const Buffer& b : program.buffers)
     if (b.id == id) return b;
-  throw std::invalid_argument(text("the program has no buffer {}", id));
+  throw std::invalid_argument(fmt::format("the program has no buffer {}", id));
 }
 
 size_t CudaVM::Impl::position(int64_t id) const {
   const auto it = position_of_id.find(id);
-  if (it == position_of_id.end()) throw std::invalid_argument(text("the program has no buffer {}", id));
+  if (it == position_of_id.end()) throw std::invalid_argument(fmt::format("the program has no buffer {}", id));
   return it->second;
 }
 
@@ -525,7 +489,7 @@ CudaRunResult CudaVM::Impl::launch(int64_t position, int n_steps, std::vector<in
   if (launch_err != cudaSuccess) {
     // A refused launch (bad configuration, too many CTAs) is not sticky; a sticky error is.
     cudaGetLastError();
-    return finish(CudaStatus::LaunchError, text("megakernel_launch ({} CTAs): {} ({})", mp.n_sms,
+    return finish(CudaStatus::LaunchError, fmt::format("megakernel_launch ({} CTAs): {} ({})", mp.n_sms,
                                                        cudaGetErrorString(launch_err),
                                                        cudaGetErrorName(launch_err)));
   }
@@ -552,27 +516,27 @@ CudaRunResult CudaVM::Impl::launch(int64_t position, int n_steps, std::vector<in
     if (state == cudaErrorNotReady) {
       hung = true;
       return finish(CudaStatus::LaunchError,
-                    text("watchdog: no progress after {:.3g} s, and the GPU did not stop after "
+                    fmt::format("watchdog: no progress after {:.3g} s, and the GPU did not stop after "
                                 "the abort flag ({:.3g} s more); this VM is unusable",
                                 waited, kAbortGraceSeconds));
     }
     if (state != cudaSuccess) {
-      broken = text("{} ({})", cudaGetErrorString(state), cudaGetErrorName(state));
+      broken = fmt::format("{} ({})", cudaGetErrorString(state), cudaGetErrorName(state));
       return finish(CudaStatus::LaunchError, "the megakernel failed after the abort flag: " + broken);
     }
     check(cudaStreamSynchronize(abort_stream), "cudaStreamSynchronize(abort)");
     zero_counters_and_flag();
     return finish(CudaStatus::Timeout,
-                  text("watchdog: no progress after {:.3g} s; every CTA left on the abort flag",
+                  fmt::format("watchdog: no progress after {:.3g} s; every CTA left on the abort flag",
                               waited));
   }
   if (state != cudaSuccess) {
-    broken = text("{} ({})", cudaGetErrorString(state), cudaGetErrorName(state));
+    broken = fmt::format("{} ({})", cudaGetErrorString(state), cudaGetErrorName(state));
     return finish(CudaStatus::LaunchError, "the megakernel failed: " + broken);
   }
   const cudaError_t last = cudaGetLastError();
   if (last != cudaSuccess)
-    return finish(CudaStatus::LaunchError, text("the megakernel failed: {} ({})",
+    return finish(CudaStatus::LaunchError, fmt::format("the megakernel failed: {} ({})",
                                                        cudaGetErrorString(last), cudaGetErrorName(last)));
 
   uint32_t flag = 0;
@@ -584,9 +548,9 @@ CudaRunResult CudaVM::Impl::launch(int64_t position, int n_steps, std::vector<in
     zero_counters_and_flag();
     if (flag >= kOpErrorBase)
       return finish(CudaStatus::OpError,
-                    text("instruction error code {} (abort flag 0x{:x})", flag - kOpErrorBase, flag));
+                    fmt::format("instruction error code {} (abort flag 0x{:x})", flag - kOpErrorBase, flag));
     return finish(CudaStatus::OpError,
-                  text("the abort flag was {} after the launch though the watchdog never raised it",
+                  fmt::format("the abort flag was {} after the launch though the watchdog never raised it",
                               flag));
   }
   epoch += uint32_t(n_steps);
@@ -654,23 +618,23 @@ void CudaVM::set_buffer(int64_t id, const Tensor& value) {
   Impl& m = *impl_;
   const Buffer& b = m.record(id);
   if (!is_settable(b.kind))
-    throw std::invalid_argument(text("buffer {} '{}' is {}: only WEIGHT, CONST, IO_INPUT and "
+    throw std::invalid_argument(fmt::format("buffer {} '{}' is {}: only WEIGHT, CONST, IO_INPUT and "
                                             "KV_CACHE buffers are set by the host",
                                             id, b.name, name_of(b.kind)));
   if (value.shape != b.shape)
-    throw std::invalid_argument(text("buffer {} '{}' has shape {}; the value has {}", id, b.name,
+    throw std::invalid_argument(fmt::format("buffer {} '{}' has shape {}; the value has {}", id, b.name,
                                             shape_str(b.shape), shape_str(value.shape)));
   const Tensor converted = convert_to(value, b.dtype);
   const size_t pos = m.position(id);
   if (converted.bytes.size() != size_t(m.mp.placement[pos].nbytes))
-    throw std::invalid_argument(text("buffer {} '{}' holds {} bytes; the value has {}", id, b.name,
+    throw std::invalid_argument(fmt::format("buffer {} '{}' holds {} bytes; the value has {}", id, b.name,
                                             m.mp.placement[pos].nbytes, converted.bytes.size()));
   if (m.hung) throw CudaVmError(CudaStatus::LaunchError, "the GPU is still running a launch that ignored the abort flag");
   m.use_device();
   if (converted.bytes.empty()) return;
   check(cudaMemcpyAsync(m.mp.buffers[pos].ptr, converted.bytes.data(), converted.bytes.size(),
                         cudaMemcpyHostToDevice, m.stream),
-        text("cudaMemcpyAsync(set buffer '{}')", b.name));
+        fmt::format("cudaMemcpyAsync(set buffer '{}')", b.name));
   m.sync("set_buffer");
 }
 
@@ -684,7 +648,7 @@ Tensor CudaVM::read_buffer(int64_t id) const {
   if (out.bytes.empty()) return out;
   check(cudaMemcpyAsync(out.bytes.data(), m.mp.buffers[pos].ptr, out.bytes.size(), cudaMemcpyDeviceToHost,
                         m.stream),
-        text("cudaMemcpyAsync(read buffer '{}')", b.name));
+        fmt::format("cudaMemcpyAsync(read buffer '{}')", b.name));
   m.sync("read_buffer");
   return out;
 }
@@ -697,27 +661,27 @@ void CudaVM::zero_kv_cache() {
     const Buffer& b = m.record(m.mp.buffer_ids[i]);
     if (b.kind != BufferKind::KV_CACHE || m.mp.placement[i].nbytes == 0) continue;
     check(cudaMemsetAsync(m.mp.buffers[i].ptr, 0, size_t(m.mp.placement[i].nbytes), m.stream),
-          text("cudaMemsetAsync(KV cache '{}')", b.name));
+          fmt::format("cudaMemsetAsync(KV cache '{}')", b.name));
   }
   m.sync("zero_kv_cache");
 }
 
 CudaRunResult CudaVM::run(int64_t position, int n_steps, std::vector<int32_t>* tokens) {
   Impl& m = *impl_;
-  if (n_steps < 1) throw std::invalid_argument(text("run: n_steps {} must be >= 1", n_steps));
+  if (n_steps < 1) throw std::invalid_argument(fmt::format("run: n_steps {} must be >= 1", n_steps));
   if (n_steps > 1 && m.mp.sink_instruction < 0)
     throw CudaVmError(CudaStatus::Rejected,
-                      text("run: {} steps in one launch need the program's sink (a SAMPLE_ARGMAX "
+                      fmt::format("run: {} steps in one launch need the program's sink (a SAMPLE_ARGMAX "
                                   "every task happens-before); this program has none",
                                   n_steps));
   if (position < 0 || position > INT32_MAX)
-    throw std::invalid_argument(text("run: position {} is out of range", position));
+    throw std::invalid_argument(fmt::format("run: position {} is out of range", position));
   if (m.max_seq >= 0 && position + n_steps > m.max_seq)
-    throw std::invalid_argument(text("run: positions {}..{} do not fit the KV cache's {} rows",
+    throw std::invalid_argument(fmt::format("run: positions {}..{} do not fit the KV cache's {} rows",
                                             position, position + n_steps - 1, m.max_seq));
   if (uint64_t(n_steps + 1) * m.max_increment >= kCounterLimit)
     throw CudaVmError(CudaStatus::Rejected,
-                      text("run: {} steps would take a counter past 2^31", n_steps));
+                      fmt::format("run: {} steps would take a counter past 2^31", n_steps));
   return m.launch(position, n_steps, tokens);
 }
 
