@@ -1,5 +1,7 @@
-// `amk run MODEL_DIR --device cpu --prompt-ids 1,2,3 -n 32`: greedy generation. The decode step
-// is lowered once and every token (prompt and generated) is one step of that program.
+// `amk run MODEL_DIR --device cpu|cuda --prompt-ids 1,2,3 -n 32`: greedy generation. The decode
+// step is lowered once and every token (prompt and generated) is one step of that program: on
+// the CPU ReferenceVM, or on the CUDA VM, where the generated tokens come from multi-step
+// launches with no host round trip inside one.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -10,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "amk/cuda_vm.h"
 #include "amk/decoder.h"
 #include "amk/lowering.h"
 #include "cli/commands.h"
@@ -44,7 +47,9 @@ std::optional<std::vector<int64_t>> parse_ids(const std::string& text) {
 }
 
 int run_run(const RunOptions& opt) {
-  if (!check_device(opt.device)) return kExitBadInput;
+  if (!check_device(opt.device, /*runs_cuda=*/true)) return kExitBadInput;
+  const GpuTarget* target = resolve_target(opt.gpu);
+  if (target == nullptr) return kExitBadInput;
   const auto prompt = parse_ids(opt.prompt);
   if (!prompt || prompt->empty()) {
     std::cerr << "amk: --prompt-ids must be comma-separated integers, got '" << opt.prompt << "'\n";
@@ -61,16 +66,24 @@ int run_run(const RunOptions& opt) {
     }
   try {
     const int64_t max_context = int64_t(prompt->size()) + std::max<int64_t>(opt.n, 1);
-    ReferenceDecoder dec(in->checkpoint,
-                         lower(in->checkpoint.config(), in->config, *find_target(opt.gpu),
-                               max_context, in->weight_dtype));
-    const std::vector<int64_t> out = dec.generate(*prompt, opt.n);
+    Program program =
+        lower(in->checkpoint.config(), in->config, *target, max_context, in->weight_dtype);
+    std::unique_ptr<Decoder> dec;
+    if (opt.device == "cuda")
+      dec = std::make_unique<CudaDecoder>(in->checkpoint, std::move(program));
+    else
+      dec = std::make_unique<ReferenceDecoder>(in->checkpoint, std::move(program));
+    const std::vector<int64_t> out = dec->generate(*prompt, opt.n);
     std::string line;
     for (int64_t id : out) line += (line.empty() ? "" : ",") + std::to_string(id);
     std::cout << line << "\n";
   } catch (const DecodeError& e) {
     std::cerr << "amk: " << e.what() << "\n";
     return kExitFailed;
+  } catch (const CudaVmError& e) {
+    // The loader refusing the program is the input's fault; a failed launch is a failure.
+    std::cerr << "amk: --device cuda: " << name_of(e.status()) << ": " << e.what() << "\n";
+    return e.status() == CudaStatus::Rejected ? kExitBadInput : kExitFailed;
   } catch (const std::exception& e) {  // lowering or checkpoint problems: the input's fault
     std::cerr << "amk: cannot run '" << opt.model_dir << "': " << e.what() << "\n";
     return kExitBadInput;
@@ -90,6 +103,8 @@ void add_run_command(CLI::App& app, Action& action) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   cmd->add_option("--config", opt->config, "ScheduleConfig JSON file");
+  cmd->add_option("--gpu", opt->gpu, "Target to lower for (h100, h200, ..., or auto)")
+      ->capture_default_str();
   cmd->callback([opt, &action] { action = [opt] { return run_run(*opt); }; });
 }
 
