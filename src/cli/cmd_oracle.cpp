@@ -63,9 +63,7 @@ int run_oracle_command(const OracleOptions& opt) {
     std::cerr << "amk: " << e.what() << "\n";
     return kExitFailed;
   } catch (const CudaVmError& e) {
-    // The loader refusing the program is the input's fault; a failed launch is a failure.
-    std::cerr << "amk: --device cuda: " << name_of(e.status()) << ": " << e.what() << "\n";
-    return e.status() == CudaStatus::Rejected ? kExitBadInput : kExitFailed;
+    return report_cuda_error(e);
   } catch (const std::exception& e) {
     std::cerr << "amk: invalid input: " << e.what() << "\n";
     return kExitBadInput;

@@ -81,9 +81,7 @@ int run_run(const RunOptions& opt) {
     std::cerr << "amk: " << e.what() << "\n";
     return kExitFailed;
   } catch (const CudaVmError& e) {
-    // The loader refusing the program is the input's fault; a failed launch is a failure.
-    std::cerr << "amk: --device cuda: " << name_of(e.status()) << ": " << e.what() << "\n";
-    return e.status() == CudaStatus::Rejected ? kExitBadInput : kExitFailed;
+    return report_cuda_error(e);
   } catch (const std::exception& e) {  // lowering or checkpoint problems: the input's fault
     std::cerr << "amk: cannot run '" << opt.model_dir << "': " << e.what() << "\n";
     return kExitBadInput;

@@ -9,6 +9,7 @@
 #include "amk/json.h"
 #include "amk/model_config.h"
 #include "amk/safetensors.h"
+#include "cli/commands.h"
 
 namespace amk::cli {
 
@@ -147,6 +148,11 @@ std::optional<ModelInputs> open_model_inputs(const std::string& folder,
   const auto dtype = checkpoint_weight_dtype(*checkpoint);
   if (!dtype) return std::nullopt;
   return ModelInputs{std::move(*config), std::move(*checkpoint), *dtype};
+}
+
+int report_cuda_error(const CudaVmError& e) {
+  std::cerr << "amk: --device cuda: " << name_of(e.status()) << ": " << e.what() << "\n";
+  return e.status() == CudaStatus::Rejected ? kExitBadInput : kExitFailed;
 }
 
 }  // namespace amk::cli

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "amk/checkpoint.h"
+#include "amk/cuda_vm.h"
 #include "amk/ir.h"
 
 namespace amk::cli {
@@ -34,6 +35,10 @@ std::optional<ModelInputs> open_model_inputs(const std::string& folder,
 // (`runs_cuda`) and only where cuda_availability() says it is usable; otherwise the message says
 // why (built without CUDA, no GPU, or the command has no CUDA path yet).
 bool check_device(const std::string& device, bool runs_cuda = false);
+
+// Prints a CUDA VM failure and returns the exit code: the loader refusing the program is the
+// input's fault (2), a failed or timed-out launch is a failure (1).
+int report_cuda_error(const CudaVmError& e);
 
 // The built-in target of the GPU this process sees: the one with the device's SM count, the
 // closest in memory among those (h100 and h200 both have 132 SMs). Throws std::runtime_error
