@@ -142,8 +142,11 @@ __device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_ins
         ++gemv_started;
         if (tid == 0) atomicExch(&ring->consumer_progress, gemv_started);
       }
+      // Only KV_APPEND and ATTENTION_TILE read the step position (their runtime-position flags):
+      // the volatile load stays off every other task's path.
+      const bool reads_position = inst.op == AMK_OP_KV_APPEND || inst.op == AMK_OP_ATTENTION_TILE;
       const OpContext c{&prog, &inst, s_desc, scratch, scratch_bytes, tid, n_threads,
-                        read_position(prog), ring, q - queue_begin, epoch};
+                        reads_position ? read_position(prog) : -1, ring, q - queue_begin, epoch};
       if (stamp) stamp[1] = global_ns();
       dispatch(c);
       // Any other op may have used the op scratch: the GEMV x cache no longer holds.
