@@ -59,6 +59,7 @@ struct BenchOptions {
   int64_t context = 0;
   bool peer = false;
   bool profile = false;
+  std::string profile_tsv;  // raw per-task stamps, when set
   bool no_weight_ring = false;
 };
 
@@ -523,8 +524,14 @@ int run_bench(const BenchOptions& opt) {
     if (opt.profile) {
       cuda.vm().set_profiling(true);
       cuda.generate_on_device(token, std::min(tpl, 8));
-      const std::string text = profile_report(program, cuda.vm().last_profile());
+      const std::vector<CudaVM::TaskTiming> timing = cuda.vm().last_profile();
+      const std::string text = profile_report(program, timing);
       cuda.vm().set_profiling(false);
+      if (!opt.profile_tsv.empty()) {
+        std::ofstream f(opt.profile_tsv);
+        f << profile_tsv(program, timing);
+        if (!f) throw DecodeError(fmt::format("cannot write {}", opt.profile_tsv));
+      }
       std::cout << "\nprofile of one decode step (the last of a launch of " << std::min(tpl, 8)
                 << ")\n" << text << "\n";
     }
@@ -640,6 +647,8 @@ void add_bench_command(CLI::App& app, Action& action) {
                 "ablation of the weight streaming");
   cmd->add_flag("--profile", opt->profile,
                 "Also print where one decode step's time goes (per-task GPU timestamps)");
+  cmd->add_option("--profile-tsv", opt->profile_tsv,
+                  "With --profile: also write every task's raw stamps here (TSV)");
   cmd->add_flag("--peer", opt->peer, "Also time the PyTorch peer (bench/peers/torch_llama.py)");
   cmd->add_option("--peer-script", opt->peer_script, "The peer script (default: found in the repo)");
   cmd->add_option("--python", opt->python, "Python interpreter for the peer")

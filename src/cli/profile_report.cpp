@@ -69,4 +69,20 @@ std::string profile_report(const Program& program, const std::vector<CudaVM::Tas
                      span, busy.front(), busy[busy.size() / 2], busy.back(), busy.size());
 }
 
+std::string profile_tsv(const Program& program, const std::vector<CudaVM::TaskTiming>& t) {
+  if (t.size() != program.tasks.size()) return {};
+  uint64_t begin = UINT64_MAX;
+  for (const auto& x : t)
+    if (x.op_end != 0) begin = std::min(begin, x.wait_begin);
+  std::string out = "task\tlabel\top\tsm\test_bytes\twait_begin_ns\top_begin_ns\top_end_ns\n";
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i].op_end == 0) continue;
+    const Task& task = program.tasks[i];
+    out += fmt::format("{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n", task.id, task.label, int(task.op),
+                       task.sm.value_or(-1), task.est_bytes, t[i].wait_begin - begin,
+                       t[i].op_begin - begin, t[i].op_end - begin);
+  }
+  return out;
+}
+
 }  // namespace amk::cli

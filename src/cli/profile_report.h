@@ -17,4 +17,8 @@ namespace amk::cli {
 // per-SM busy spread. Empty when the profile is empty.
 std::string profile_report(const Program& program, const std::vector<CudaVM::TaskTiming>& timing);
 
+// The raw stamps as TSV (one row per task that ran: task, label, op, sm, est_bytes and the three
+// stamps in ns from the step's first stamp), for analysis outside the tool (critical paths).
+std::string profile_tsv(const Program& program, const std::vector<CudaVM::TaskTiming>& timing);
+
 }  // namespace amk::cli

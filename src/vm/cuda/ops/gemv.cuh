@@ -12,7 +12,8 @@
 // streamed them there), else straight from global memory with 16-byte non-coherent loads, or
 // scalar loads when rows are not 16-byte multiples.
 //
-// Scratch: 32 floats of reduction space, then x: needs (K + 32) * 4 bytes.
+// Scratch: 32 floats of reduction space, x (K floats), then the row partials (N_tile floats, or
+// N_tile * segments when long rows are split over warps): (K + 32 + N_tile) * 4 bytes at least.
 #pragma once
 
 #include <cstdint>
@@ -92,8 +93,54 @@ __device__ __forceinline__ int resolve(const OpContext& c, Gemv& g) {
     return kBadFusedOperand;
   if (op == AMK_OP_SILU_MUL_GEMV_TILE && g.aux->numel != g.x->numel) return kBadFusedOperand;
   if (g.residual && g.residual->numel != g.out->numel) return kBadFusedOperand;
-  if ((int64_t(g.K) + kReduceFloats) * 4 > c.scratch_bytes) return kScratchTooSmall;
+  // x, the reductions and one partial per output row (gemv_from_ring may use more if present).
+  if ((int64_t(g.K) + kReduceFloats + g.N_tile) * 4 > c.scratch_bytes) return kScratchTooSmall;
   return 0;
+}
+
+// 4 consecutive elements [4 v, 4 v + 4) of a float buffer (F32: one 16-byte load, BF16: one
+// 8-byte load). The caller checked vec4_ok().
+__device__ __forceinline__ float4 load_f4(const amk_buffer_t& b, int64_t v) {
+  if (b.dtype == AMK_DTYPE_BF16) {
+    const uint2 w = static_cast<const uint2*>(b.ptr)[v];
+    return make_float4(__uint_as_float(w.x << 16), __uint_as_float(w.x & 0xffff0000u),
+                       __uint_as_float(w.y << 16), __uint_as_float(w.y & 0xffff0000u));
+  }
+  return static_cast<const float4*>(b.ptr)[v];
+}
+// load_f4 may read b from element `base` on: F32/BF16, aligned for the vector width.
+__device__ __forceinline__ bool vec4_ok(const amk_buffer_t& b, int64_t base) {
+  const int64_t bytes = b.dtype == AMK_DTYPE_BF16 ? 2 : 4;
+  return (b.dtype == AMK_DTYPE_F32 || b.dtype == AMK_DTYPE_BF16) && base % 4 == 0 &&
+         reinterpret_cast<uintptr_t>(b.ptr) % uintptr_t(4 * bytes) == 0;
+}
+
+// xs4[v] = f(a[v], b[v]) for the K / 4 vectors of one row, every load of a batch issued before
+// any is used: the activations were just written by other SMs, so each load is an L2 round trip
+// and a dependent one per element (what a plain loop compiles to) would cost more than the tile.
+template <typename Combine>
+__device__ __forceinline__ void build_x_vec4(const OpContext& c, const amk_buffer_t& a, int64_t a0,
+                                             const amk_buffer_t& b, int64_t b0, int n4, float4* xs4,
+                                             Combine f) {
+  constexpr int U = 4;
+  for (int v0 = c.tid; v0 < n4; v0 += U * c.n_threads) {
+    float4 x[U], y[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int v = v0 + u * c.n_threads;
+      if (v < n4) {
+        x[u] = load_f4(a, a0 + v);
+        y[u] = load_f4(b, b0 + v);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int v = v0 + u * c.n_threads;
+      if (v < n4)
+        xs4[v] = make_float4(f(x[u].x, y[u].x), f(x[u].y, y[u].y), f(x[u].z, y[u].z),
+                             f(x[u].w, y[u].w));
+    }
+  }
 }
 
 // Step 1: activation row r -> xs (K floats in shared memory). Ends with a consumer barrier.
@@ -102,22 +149,35 @@ __device__ __forceinline__ void build_x(const OpContext& c, const Gemv& g, int64
   const int op = c.inst->op;
   const int K = g.K;
   const int64_t base = r * K;
+  float4* xs4 = reinterpret_cast<float4*>(xs);
+  const bool vec = K % 4 == 0 && vec4_ok(*g.x, base) &&
+                   (g.aux == nullptr || vec4_ok(*g.aux, op == AMK_OP_SILU_MUL_GEMV_TILE ? base : 0));
   if (op == AMK_OP_SILU_MUL_GEMV_TILE) {
-    for (int k = c.tid; k < K; k += c.n_threads)
-      xs[k] = silu(load_f(*g.x, base + k)) * load_f(*g.aux, base + k);
+    if (vec)
+      build_x_vec4(c, *g.x, base / 4, *g.aux, base / 4, K / 4, xs4,
+                   [](float gate, float up) { return silu(gate) * up; });
+    else
+      for (int k = c.tid; k < K; k += c.n_threads)
+        xs[k] = silu(load_f(*g.x, base + k)) * load_f(*g.aux, base + k);
   } else {
-    const float* x32 = static_cast<const float*>(g.x->ptr) + base;
-    if (g.x->dtype == AMK_DTYPE_F32 && K % 4 == 0 && reinterpret_cast<uintptr_t>(x32) % 16 == 0) {
-      const float4* src = reinterpret_cast<const float4*>(x32);
-      float4* dst = reinterpret_cast<float4*>(xs);
-      for (int v = c.tid; v < K / 4; v += c.n_threads) dst[v] = src[v];
-    } else {
+    if (vec)
+      build_x_vec4(c, *g.x, base / 4, *g.x, base / 4, K / 4, xs4,
+                   [](float x, float) { return x; });
+    else
       for (int k = c.tid; k < K; k += c.n_threads) xs[k] = load_f(*g.x, base + k);
-    }
     if (op == AMK_OP_RMSNORM_GEMV_TILE) {
-      consumer_sync(c.n_threads);  // the float4 copy above strides differently from rms_inv
+      consumer_sync(c.n_threads);  // the copy above strides differently from rms_inv
       const float inv = rms_inv(xs, K, c.inst->params.eps, red, c.tid, c.n_threads);
-      for (int k = c.tid; k < K; k += c.n_threads) xs[k] = xs[k] * inv * load_f(*g.aux, k);
+      if (vec) {
+        // In place: each thread rewrites only the vectors it reads.
+        for (int v = c.tid; v < K / 4; v += c.n_threads) {
+          const float4 w = load_f4(*g.aux, v);
+          const float4 x = xs4[v];
+          xs4[v] = make_float4(x.x * inv * w.x, x.y * inv * w.y, x.z * inv * w.z, x.w * inv * w.w);
+        }
+      } else {
+        for (int k = c.tid; k < K; k += c.n_threads) xs[k] = xs[k] * inv * load_f(*g.aux, k);
+      }
     }
   }
   consumer_sync(c.n_threads);
@@ -192,7 +252,7 @@ __device__ __forceinline__ float lane_dot_scalar(const Gemv& g, int64_t n, const
   return acc;
 }
 
-// Lane 0: the epilogue of output column n_off + j of row r.
+// The epilogue of output column n_off + j of row r.
 __device__ __forceinline__ void write_output(const Gemv& g, int64_t r, int j, float dot) {
   const int64_t n = int64_t(g.n_off) + j;
   float y = dot;
@@ -204,78 +264,90 @@ __device__ __forceinline__ void write_output(const Gemv& g, int64_t r, int j, fl
   store_f(*g.out, idx, y);
 }
 
-// Step 2 over the ring: the tile's rows arrive chunk by chunk. With at least as many rows in a
-// chunk as warps, warps take whole rows round-robin. With fewer (long rows: a 16 KiB
-// down_proj row leaves two rows per 32 KiB stage) each row is cut into `segs` segments, one
-// warp each, so every warp streams shared memory; the partial sums meet in `red` and the
-// segment-0 warp writes the row. Every warp waits on every chunk (even one with no work for
-// it) before releasing it, so a stage's empty phase can never complete early. False when the
-// launch aborted mid-tile.
-template <bool kBf16>
-__device__ __forceinline__ bool gemv_from_ring(const OpContext& c, const Gemv& g,
-                                               const RingTile& t, const float* xs, float* red,
-                                               RingCursor cur) {
-  const WeightRing& ring = *c.ring;
-  const int warp = c.tid >> 5, lane = c.tid & 31, n_warps = c.n_threads >> 5;
-  const int n_vec = int(t.row_bytes / 16);
-  for (int row0 = 0; row0 < t.rows; row0 += t.rows_per_chunk) {
-    const int n_rows = min(t.rows_per_chunk, t.rows - row0);
-    // The abort decision (ring_wait_full polls the flag) is per warp; the segmented path has
-    // barriers, so there it is made collectively before any of them.
-    const bool got = ring_wait_full(*c.prog, ring, cur);
-    const uint8_t* stage = ring.stage_base + int64_t(cur.stage) * ring.chunk_bytes;
-    const int segs = n_rows >= n_warps ? 1 : min(n_warps / n_rows, 32 / n_rows);
-    if (segs == 1) {
-      if (!got) return false;
-      for (int i = warp; i < n_rows; i += n_warps) {
-        const uint4* row = reinterpret_cast<const uint4*>(stage + int64_t(i) * t.row_bytes);
-        const float dot = warp_sum(lane_dot<kBf16, false>(row, n_vec, xs, lane));
-        if (lane == 0) write_output(g, 0, row0 + i, dot);
-      }
-      ring_release(ring, cur);
-    } else {
-      const int i = warp / segs, seg = warp - i * segs;
-      if (got && i < n_rows) {
-        const int v0 = int(int64_t(n_vec) * seg / segs), v1 = int(int64_t(n_vec) * (seg + 1) / segs);
-        const uint4* row = reinterpret_cast<const uint4*>(stage + int64_t(i) * t.row_bytes);
-        const float part = warp_sum(lane_dot<kBf16, false>(row + v0, v1 - v0, xs + v0 * (kBf16 ? 8 : 4), lane));
-        if (lane == 0) red[warp] = part;
-      }
-      if (got) ring_release(ring, cur);
-      if (consumer_any(!got, c.n_threads)) return false;  // also: the partials are in red
-      if (i < n_rows && seg == 0 && lane == 0) {
-        float dot = 0.0f;
-        for (int k = 0; k < segs; ++k) dot += red[warp + k];
-        write_output(g, 0, row0 + i, dot);
-      }
-      consumer_sync(c.n_threads);  // red is rewritten by the next chunk
-    }
-    cur.advance(ring.n_stages);
+// The deferred epilogue: row j's dot is the sum of its `segs` partials part[j * segs + s] (in
+// segment order, so the result does not depend on warp timing). One thread per row, all in
+// parallel, so the bias / residual loads (L2 round trips) overlap instead of queueing behind
+// each row's dot product on one lane. Starts with the barrier that publishes the partials, which
+// doubles as the abort vote; false (on every thread) when the launch is aborting.
+__device__ __forceinline__ bool finish_rows(const OpContext& c, const Gemv& g, int64_t r,
+                                            const float* part, int segs, bool aborted) {
+  if (consumer_any(aborted, c.n_threads)) return false;
+  for (int j = c.tid; j < g.N_tile; j += c.n_threads) {
+    float dot = 0.0f;
+    for (int k = 0; k < segs; ++k) dot += part[j * segs + k];
+    write_output(g, r, j, dot);
   }
   return true;
 }
 
-// Step 2 from global memory for activation row r.
+// Segments per row when a chunk of n_rows rows has fewer rows than the CTA has warps (long
+// rows: a 16 KiB down_proj row leaves two rows per 32 KiB stage): each row is cut into segs
+// pieces, one warp each, so every warp streams. Capped by the partials' room (part_floats).
+__device__ __forceinline__ int row_segments(int n_rows, int n_warps, int n_tile, int part_floats) {
+  if (n_rows >= n_warps) return 1;
+  int segs = min(n_warps / n_rows, 32 / n_rows);
+  segs = min(segs, part_floats / n_tile);
+  return segs > 1 ? segs : 1;
+}
+
+// Step 2 over the ring: the tile's rows arrive chunk by chunk; warp w takes the (row, segment)
+// pairs w, w + n_warps, ... of each chunk and leaves its dot-product partial in `part`. No
+// consumer barrier per chunk: the stage's empty mbarrier counts one arrival per warp, and every
+// warp waits on every chunk (even one with no work for it) before releasing it, so a stage can
+// never be refilled under a warp still reading it. False when the launch aborted mid-tile.
+template <bool kBf16>
+__device__ __forceinline__ bool gemv_from_ring(const OpContext& c, const Gemv& g,
+                                               const RingTile& t, const float* xs, float* part,
+                                               int part_floats, RingCursor cur) {
+  const WeightRing& ring = *c.ring;
+  const int warp = c.tid >> 5, lane = c.tid & 31, n_warps = c.n_threads >> 5;
+  const int n_vec = int(t.row_bytes / 16);
+  // One segment count for the whole tile (from the full chunks), so part's layout is fixed.
+  const int segs = row_segments(min(t.rows_per_chunk, t.rows), n_warps, t.rows, part_floats);
+  bool aborted = false;
+  for (int row0 = 0; row0 < t.rows && !aborted; row0 += t.rows_per_chunk) {
+    const int n_rows = min(t.rows_per_chunk, t.rows - row0);
+    if (!ring_wait_full(*c.prog, ring, cur)) {  // warp-uniform
+      aborted = true;
+      break;
+    }
+    const uint8_t* stage = ring.stage_base + int64_t(cur.stage) * ring.chunk_bytes;
+    for (int item = warp; item < n_rows * segs; item += n_warps) {
+      const int i = item / segs, seg = item - i * segs;
+      const int v0 = int(int64_t(n_vec) * seg / segs), v1 = int(int64_t(n_vec) * (seg + 1) / segs);
+      const uint4* row = reinterpret_cast<const uint4*>(stage + int64_t(i) * t.row_bytes);
+      const float dot =
+          warp_sum(lane_dot<kBf16, false>(row + v0, v1 - v0, xs + v0 * (kBf16 ? 8 : 4), lane));
+      if (lane == 0) part[(row0 + i) * segs + seg] = dot;
+    }
+    ring_release(ring, cur);
+    cur.advance(ring.n_stages);
+  }
+  return finish_rows(c, g, 0, part, segs, aborted);
+}
+
+// Step 2 from global memory for activation row r: warps take whole rows.
 __device__ __forceinline__ void gemv_from_global(const OpContext& c, const Gemv& g, int64_t r,
-                                                 const float* xs) {
+                                                 const float* xs, float* part) {
   const int warp = c.tid >> 5, lane = c.tid & 31, n_warps = c.n_threads >> 5;
   const int64_t row_bytes = int64_t(g.K) * (g.w_bf16 ? 2 : 4);
   const bool vec = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(g.W->ptr) % 16 == 0;
   const int n_vec = int(row_bytes / 16);
   for (int j = warp; j < g.N_tile; j += n_warps) {
     const int64_t n = int64_t(g.n_off) + j;
-    float part;
+    float p;
     if (vec) {
       const uint4* row =
           reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(g.W->ptr) + n * row_bytes);
-      part = g.w_bf16 ? lane_dot<true, true>(row, n_vec, xs, lane)
-                      : lane_dot<false, true>(row, n_vec, xs, lane);
+      p = g.w_bf16 ? lane_dot<true, true>(row, n_vec, xs, lane)
+                   : lane_dot<false, true>(row, n_vec, xs, lane);
     } else {
-      part = lane_dot_scalar(g, n, xs, lane);
+      p = lane_dot_scalar(g, n, xs, lane);
     }
-    const float dot = warp_sum(part);
-    if (lane == 0) write_output(g, r, j, dot);
+    const float dot = warp_sum(p);
+    if (lane == 0) part[j] = dot;
   }
+  finish_rows(c, g, r, part, 1, false);
 }
 
 }  // namespace gemv_detail
@@ -287,8 +359,11 @@ __device__ inline void op_gemv(const OpContext& c) {
     op_fail(c, err);
     return;
   }
+  // Scratch: [red: 32 floats][x: K floats][row partials: the rest, >= N_tile floats]
   float* red = c.scratch;
   float* xs = c.scratch + kReduceFloats;
+  float* part = xs + g.K;
+  const int part_floats = c.scratch_bytes / 4 - kReduceFloats - g.K;
   const RingTile t =
       ring_tile(*c.inst, *c.ring, [&](int i) -> const amk_buffer_t& { return in_buf(c, i); });
   if (t.eligible) {  // one activation row; the producer is streaming this tile's rows
@@ -309,8 +384,8 @@ __device__ inline void op_gemv(const OpContext& c) {
       build_x(c, g, 0, xs, red);
     else
       consumer_sync(c.n_threads);  // the cursor reads above precede thread 0's update below
-    const bool ok = g.w_bf16 ? gemv_from_ring<true>(c, g, t, xs, red, start)
-                             : gemv_from_ring<false>(c, g, t, xs, red, start);
+    const bool ok = g.w_bf16 ? gemv_from_ring<true>(c, g, t, xs, part, part_floats, start)
+                             : gemv_from_ring<false>(c, g, t, xs, part, part_floats, start);
     if (ok && c.tid == 0) {
       ring.x_op = c.inst->op;
       ring.x_in0 = c.inst->inputs[0];
@@ -327,8 +402,8 @@ __device__ inline void op_gemv(const OpContext& c) {
   if (c.tid == 0) c.ring->x_op = -1;  // read by no thread before the op's end barrier
   for (int64_t r = 0; r < g.rows; ++r) {
     build_x(c, g, r, xs, red);
-    gemv_from_global(c, g, r, xs);
-    if (r + 1 < g.rows) consumer_sync(c.n_threads);  // xs is rebuilt for the next row
+    gemv_from_global(c, g, r, xs, part);
+    if (r + 1 < g.rows) consumer_sync(c.n_threads);  // xs and part are rebuilt for the next row
   }
 }
 
