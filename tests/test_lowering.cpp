@@ -141,6 +141,30 @@ TEST(Lowering, KvBlockSplitsAttentionIntoPartialsAndACombine) {
   EXPECT_NE(lowering_error(m, c).find("kv_block"), std::string::npos);
 }
 
+TEST(Lowering, KvHeadsSplitsAttentionByHeadGroup) {
+  const ModelConfig m = fixture_config("tiny-llama");  // 4 query heads over 2 KV heads
+  ScheduleConfig c;
+  c.tiling = {{"attention", {{"kv_block", 16}, {"kv_heads", 1}}}};
+  const Program p = lower(m, c, h100(), 64);
+  // 2 groups x 4 blocks of partials and one combine per group, in every layer.
+  EXPECT_EQ(count_op(p, Op::ATTENTION_TILE), 2 * 4 * m.num_hidden_layers);
+  EXPECT_EQ(count_op(p, Op::ATTENTION_COMBINE), 2 * m.num_hidden_layers);
+  EXPECT_TRUE(validate(p).ok);
+  for (const Task& t : p.tasks)
+    if (t.op == Op::ATTENTION_TILE || t.op == Op::ATTENTION_COMBINE) {
+      EXPECT_EQ(t.params.get_int("N_tile", 0), 2) << t.label;  // one KV head = 2 query heads
+      EXPECT_EQ(t.params.get_int("n_off", -1) % 2, 0) << t.label;
+    }
+  // A group size that does not divide the KV heads, or no block split to ride on, is an error
+  // that says what to change.
+  c.tiling = {{"attention", {{"kv_block", 16}, {"kv_heads", 3}}}};
+  EXPECT_NE(lowering_error(m, c).find("kv_heads 3 must divide"), std::string::npos);
+  c.tiling = {{"attention", {{"kv_heads", 1}}}};
+  EXPECT_NE(lowering_error(m, c).find("together with a kv_block split"), std::string::npos);
+  c.tiling = {{"attention", {{"kv_rows", 1}}}};
+  EXPECT_NE(lowering_error(m, c).find("unknown key 'kv_rows'"), std::string::npos);
+}
+
 TEST(Lowering, SmAssignmentPoliciesAreLive) {
   const ModelConfig m = fixture_config("tiny-llama");
   // Fewer SMs than tasks, so that the policies must differ.
@@ -313,12 +337,19 @@ TEST(Lowering, KnobsDoNotChangeTheLogits) {
   const ExpectedOutputs e = load_expected(kFixtures / "tiny-qwen3" / "expected.safetensors");
   ScheduleConfig split;
   split.tiling = {{"attention", {{"kv_block", 5}}}, {"gemv", {{"N_tile", 24}}}};
+  ScheduleConfig by_head = split;
+  by_head.tiling = {{"attention", {{"kv_block", 5}, {"kv_heads", 1}}}, {"gemv", {{"N_tile", 24}}}};
   ReferenceDecoder a(ck, lower(ck.config(), {}, h100(), 20));
   ReferenceDecoder b(ck, lower(ck.config(), split, h100(), 20));
+  ReferenceDecoder c(ck, lower(ck.config(), by_head, h100(), 20));
   for (int64_t i = 0; i < 20; ++i) {
     const std::vector<float> la = a.step(e.sequence_ids[size_t(i)]);
     const std::vector<float> lb = b.step(e.sequence_ids[size_t(i)]);
-    for (size_t j = 0; j < la.size(); ++j) ASSERT_NEAR(la[j], lb[j], 1e-5) << "position " << i;
+    const std::vector<float> lc = c.step(e.sequence_ids[size_t(i)]);
+    for (size_t j = 0; j < la.size(); ++j) {
+      ASSERT_NEAR(la[j], lb[j], 1e-5) << "position " << i;
+      ASSERT_NEAR(la[j], lc[j], 1e-5) << "position " << i << " (kv_heads 1)";
+    }
   }
 }
 

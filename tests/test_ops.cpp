@@ -722,6 +722,83 @@ TEST(OpAttention, SplitKvPartialsCombineToWholeWindow) {
   }
 }
 
+// Head ranges (n_off, N_tile): per group of KV heads, partial tiles over KV blocks and a combine
+// into that group's slice of the output assemble the whole-window attention of every head.
+TEST(OpAttention, HeadRangesAssembleEveryHead) {
+  std::mt19937 rng(44);
+  const AttnCase a{8, 4, 8, 16};  // rep 2: groups of whole KV heads
+  const Tensor q = rnd(DType::F32, {a.H, a.D}, rng);
+  const Tensor k = rnd(DType::F32, {a.S, a.Hkv, a.D}, rng);
+  const Tensor v = rnd(DType::F32, {a.S, a.Hkv, a.D}, rng);
+  const double scale = 1.0 / std::sqrt(double(a.D));
+  const auto want = naive_attention(vals(q), vals(k), vals(v), a, 0, 13, double(float(scale)));
+  for (int64_t kv_heads : {1, 2, 4}) {
+    SCOPED_TRACE("kv_heads " + std::to_string(kv_heads));
+    const int64_t heads = kv_heads * (a.H / a.Hkv);
+    Tensor out = filled(DType::F32, {1, a.H * a.D}, kNaN);
+    for (int64_t first = 0; first < a.H; first += heads) {
+      std::vector<Tensor> parts;
+      for (int64_t start : {0, 6}) {
+        parts.push_back(filled(DType::F32, {heads, a.D + 2}, kNaN));
+        Params p = attn(a, start, start == 0 ? 6 : 7, scale, 2);
+        p.set_int("n_off", first);
+        p.set_int("N_tile", heads);
+        run(Op::ATTENTION_TILE, p, {&q, &k, &v}, {&parts.back()});
+      }
+      // Ranged full (non-partial) tile: the group's heads alone, equal to the naive rows.
+      Tensor alone = filled(DType::F32, {heads, a.D}, kNaN);
+      Params p = attn(a, 0, 13, scale);
+      p.set_int("n_off", first);
+      p.set_int("N_tile", heads);
+      run(Op::ATTENTION_TILE, p, {&q, &k, &v}, {&alone});
+      expect_close(alone, std::vector<double>(want.begin() + first * a.D,
+                                              want.begin() + (first + heads) * a.D), 1.0, 1e-6);
+      // The combine writes exactly its slice: the rest of out keeps its NaN until its turn.
+      run(Op::ATTENTION_COMBINE, Prm().i("head_dim", a.D).i("n_off", first).i("N_tile", heads),
+          {&parts[0], &parts[1]}, {&out});
+      for (int64_t e = (first + heads) * a.D; e < a.H * a.D; ++e) ASSERT_TRUE(std::isnan(out.get(e)));
+    }
+    expect_close(out, want, 1.0, 1e-6);
+  }
+}
+
+TEST(OpAttention, RejectsBadHeadRanges) {
+  std::mt19937 rng(45);
+  const AttnCase a{4, 2, 4, 8};
+  const Tensor q = rnd(DType::F32, {a.H, a.D}, rng);
+  const Tensor k = rnd(DType::F32, {a.S, a.Hkv, a.D}, rng);
+  const Tensor v = rnd(DType::F32, {a.S, a.Hkv, a.D}, rng);
+  Tensor out = filled(DType::F32, {2, a.D}, kNaN);
+  Params split_group = attn(a, 0, 8, 0.5);
+  split_group.set_int("n_off", 1);  // half of a GQA group
+  split_group.set_int("N_tile", 2);
+  expect_op_error([&] { run(Op::ATTENTION_TILE, split_group, {&q, &k, &v}, {&out}); },
+                  "whole GQA groups (multiples of 2)");
+  Params lone = attn(a, 0, 8, 0.5);
+  lone.set_int("n_off", 2);
+  expect_op_error([&] { run(Op::ATTENTION_TILE, lone, {&q, &k, &v}, {&out}); },
+                  "n_off and N_tile (a head range) come together");
+  Params past = attn(a, 0, 8, 0.5);
+  past.set_int("n_off", 4);
+  past.set_int("N_tile", 2);
+  expect_op_error([&] { run(Op::ATTENTION_TILE, past, {&q, &k, &v}, {&out}); },
+                  "must lie in the 4 heads");
+  const Tensor part = filled(DType::F32, {2, a.D + 2}, 0.0f);
+  Tensor flat = filled(DType::F32, {1, a.H * a.D}, kNaN);
+  expect_op_error([&] {
+    run(Op::ATTENTION_COMBINE, Prm().i("n_off", 0).i("N_tile", 2), {&part, &part}, {&flat});
+  }, "needs param head_dim");
+  expect_op_error([&] {
+    run(Op::ATTENTION_COMBINE, Prm().i("head_dim", a.D).i("n_off", 3).i("N_tile", 2),
+        {&part, &part}, {&flat});
+  }, "must lie in the 4 heads");
+  Tensor heads_shaped = filled(DType::F32, {a.H, a.D}, kNaN);
+  expect_op_error([&] {
+    run(Op::ATTENTION_COMBINE, Prm().i("head_dim", a.D).i("n_off", 0).i("N_tile", 2),
+        {&part, &part}, {&heads_shaped});
+  }, "one-row output");
+}
+
 TEST(OpAttentionCombine, HandComputedAndAllEmpty) {
   // Shard A: one key with score 0 and value 2. Shard B: one key with score ln 3 and value 10.
   // Whole window: (1 * 2 + 3 * 10) / (1 + 3) = 8.

@@ -37,6 +37,24 @@ WriteRegion write_region(const Task& task) {
   WriteRegion r;
   // Every tile op writes columns [n_off, n_off + N_tile) of its output (the fused GEMV tiles
   // included), so sibling tiles of one buffer are checked for overlap rather than refused.
+  if (task.op == Op::ATTENTION_COMBINE) {
+    // A head-ranged combine writes heads [n_off, n_off + N_tile) of its one-row output: the
+    // elements [n_off * head_dim, (n_off + N_tile) * head_dim) (docs/OPCODES.md).
+    const auto n_off = offset_param(task.params, "n_off");
+    const auto n_tile = extent_param(task.params, "N_tile");
+    const auto head_dim = extent_param(task.params, "head_dim");
+    if (!n_off || !n_tile || !head_dim) return r;
+    int64_t lo = 0, len = 0;
+    if (__builtin_mul_overflow(*n_off, *head_dim, &lo) ||
+        __builtin_mul_overflow(*n_tile, *head_dim, &len))
+      return r;
+    r.whole = false;
+    r.col_lo = lo;
+    r.col_hi = end_of(lo, len);
+    r.row_lo = kMin;
+    r.row_hi = kMax;
+    return r;
+  }
   if (task.op != Op::GEMV_TILE && task.op != Op::GEMM_TILE && task.op != Op::RMSNORM_GEMV_TILE &&
       task.op != Op::SILU_MUL_GEMV_TILE && task.op != Op::GEMV_ADD_TILE)
     return r;

@@ -186,6 +186,21 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
                       *tiling.kv_block, C, n_blocks, kMaxKvBlocks));
   }
 
+  // KV heads per attention task (tiling.attention.kv_heads): whole GQA groups, so it divides
+  // n_kv_heads; the head split rides on the split-KV combine, so it needs at least 2 blocks.
+  const int64_t kv_heads = tiling.kv_heads.value_or(NKV);
+  if (tiling.kv_heads) {
+    if (NKV % kv_heads != 0)
+      throw LoweringError(fmt::format("tiling.attention.kv_heads {} must divide the model's {} KV "
+                                      "heads",
+                                      kv_heads, NKV));
+    if (n_blocks < 2)
+      throw LoweringError(fmt::format(
+          "tiling.attention.kv_heads splits heads only together with a kv_block split into at "
+          "least 2 blocks (max_context {} gives {}): set kv_block below max_context",
+          C, n_blocks));
+  }
+
   Program p;
   p.target = target;
   p.config = config;
@@ -349,22 +364,45 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
              4 * QD * C);
     } else {
       // Split-KV (flash decoding): each block's partial [acc | m | l]; blocks past the step's
-      // position are empty partials, which the combine weighs as zero.
+      // position are empty partials, which the combine weighs as zero. With kv_heads, also split
+      // by head: each group of kv_heads KV heads (and their query heads) gets its own partials
+      // and its own combine, which writes its heads' slice of attn, so a group's combine waits
+      // only for that group's blocks.
       const int64_t B = *tiling.kv_block;
-      const int64_t counter = g.shared_counter(ap + "attention partials");
-      std::vector<int64_t> partials;
-      for (int64_t b = 0; b < n_blocks; ++b) {
-        const int64_t start = b * B, len = std::min(B, C - start);
-        const int64_t part = g.act(fmt::format("{}attn_part{}", ap, b), {NH, HD + 2});
-        g.shared_task(
-            Op::ATTENTION_TILE, {q_rot, k_cache, v_cache}, part, counter,
-            attn_params(start, len, attention_flags::kPartial | attention_flags::kRuntimeWindow),
-            fmt::format("{}attention[kv{}]", ap, b), kv_bytes(len), 4 * QD * len);
-        partials.push_back(part);
+      const int64_t n_groups = NKV / kv_heads, group_heads = NH / n_groups;
+      const bool by_head = tiling.kv_heads.has_value();
+      const int64_t attn_counter = by_head ? g.shared_counter(ap + "attention heads") : -1;
+      for (int64_t gi = 0; gi < n_groups; ++gi) {
+        const std::string group = by_head ? fmt::format("[h{}]", gi) : "";
+        const int64_t counter = g.shared_counter(ap + "attention partials" + group);
+        std::vector<int64_t> partials;
+        for (int64_t b = 0; b < n_blocks; ++b) {
+          const int64_t start = b * B, len = std::min(B, C - start);
+          const int64_t part = g.act(
+              by_head ? fmt::format("{}attn_h{}_part{}", ap, gi, b) : fmt::format("{}attn_part{}", ap, b),
+              {group_heads, HD + 2});
+          Params params =
+              attn_params(start, len, attention_flags::kPartial | attention_flags::kRuntimeWindow);
+          if (by_head) {
+            params.set_int("n_off", gi * group_heads);
+            params.set_int("N_tile", group_heads);
+          }
+          g.shared_task(Op::ATTENTION_TILE, {q_rot, k_cache, v_cache}, part, counter,
+                        std::move(params), fmt::format("{}attention{}[kv{}]", ap, group, b),
+                        kv_bytes(len) / n_groups, 4 * QD * len / n_groups);
+          partials.push_back(part);
+        }
+        for (int64_t part : partials) g.mark_ready(part, Wait{counter, n_blocks});
+        if (by_head) {
+          g.shared_task(Op::ATTENTION_COMBINE, partials, attn,  attn_counter,
+                        ints({{"head_dim", HD}, {"n_off", gi * group_heads}, {"N_tile", group_heads}}),
+                        ap + "attention_combine" + group, 0, 4 * QD * n_blocks / n_groups);
+        } else {
+          g.task(Op::ATTENTION_COMBINE, partials, attn, ints({{"head_dim", HD}, {"n_heads", NH}}),
+                 ap + "attention_combine", 0, 4 * QD * n_blocks);
+        }
       }
-      for (int64_t part : partials) g.mark_ready(part, Wait{counter, n_blocks});
-      g.task(Op::ATTENTION_COMBINE, partials, attn, ints({{"head_dim", HD}, {"n_heads", NH}}),
-             ap + "attention_combine", 0, 4 * QD * n_blocks);
+      if (by_head) g.mark_ready(attn, Wait{attn_counter, n_groups});
     }
 
     const int64_t h1 =

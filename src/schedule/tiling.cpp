@@ -52,7 +52,18 @@ Tiling resolve_tiling(const ScheduleConfig& config, int64_t default_n_tile) {
     if (archetype == "gemv") {
       t.gemv_n_tile = only_key(archetype, sizes, "N_tile");
     } else if (archetype == "attention") {
-      t.kv_block = only_key(archetype, sizes, "kv_block");
+      // kv_block splits the window into KV blocks, kv_heads the heads into groups of that many
+      // KV heads; either or both.
+      if (sizes.empty())
+        throw LoweringError("tiling.attention: give 'kv_block' and/or 'kv_heads'");
+      for (const auto& [k, v] : sizes) {
+        if (k != "kv_block" && k != "kv_heads")
+          throw LoweringError(fmt::format(
+              "tiling.attention: unknown key '{}' (it takes 'kv_block' and 'kv_heads')", k));
+        if (v < 1)
+          throw LoweringError(fmt::format("tiling.attention.{} must be >= 1, got {}", k, v));
+        (k == "kv_block" ? t.kv_block : t.kv_heads) = v;
+      }
     } else if (is_projection(archetype)) {
       t.projection_n_tile.emplace_back(archetype, only_key(archetype, sizes, "N_tile"));
     } else {

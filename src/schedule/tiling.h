@@ -21,12 +21,14 @@ struct Tiling {
   int64_t gemv_n_tile = 0;
   std::vector<std::pair<std::string, int64_t>> projection_n_tile;  // overrides
   std::optional<int64_t> kv_block;                                 // split-KV when set
+  std::optional<int64_t> kv_heads;  // KV heads per attention task (head split) when set
 
   int64_t n_tile(std::string_view projection) const;
 };
 
 // Throws LoweringError naming any unknown archetype or key, or a value < 1:
-//   {"gemv": {"N_tile": n}, "<projection>": {"N_tile": n}, "attention": {"kv_block": n}}
+//   {"gemv": {"N_tile": n}, "<projection>": {"N_tile": n},
+//    "attention": {"kv_block": n, "kv_heads": g}}  (attention: either key or both)
 Tiling resolve_tiling(const ScheduleConfig& config, int64_t default_n_tile);
 
 }  // namespace amk::schedule

@@ -35,8 +35,8 @@ Program lower_fixture(const Checkpoint& ck, const ScheduleConfig& config, DType 
 }
 
 // The schedules the BF16 comparisons sweep: each changes a different part of the device code
-// (fused prologues and epilogues, split-KV partials + combine, narrow GEMV tiles, the producer
-// warp's prefetch distance, the CTA width).
+// (fused prologues and epilogues, split-KV partials + combine, head-ranged attention, narrow GEMV
+// tiles, the producer warp's prefetch distance, the CTA width).
 std::vector<std::pair<std::string, ScheduleConfig>> schedule_sweep() {
   std::vector<std::pair<std::string, ScheduleConfig>> out;
   out.emplace_back("default", ScheduleConfig{});
@@ -48,6 +48,15 @@ std::vector<std::pair<std::string, ScheduleConfig>> schedule_sweep() {
   ScheduleConfig split;
   split.tiling = {{"attention", {{"kv_block", 8}}}};
   out.emplace_back("split_kv8", split);
+  // Split by KV head as well: ranged partial tiles and one ranged combine per head group.
+  ScheduleConfig by_head;
+  by_head.tiling = {{"attention", {{"kv_block", 8}, {"kv_heads", 1}}}};
+  out.emplace_back("split_kv8_heads1", by_head);
+  // Down-projection tiles of 4 rows with the fused SiLU prologue (vectorised x build).
+  ScheduleConfig long_rows;
+  long_rows.tiling = {{"down_proj", {{"N_tile", 4}}}, {"gemv", {{"N_tile", 16}}}};
+  long_rows.fusion_grouping = {{"silu_mul", "gemv"}};
+  out.emplace_back("down_N_tile4_fused", long_rows);
   ScheduleConfig narrow;
   narrow.tiling = {{"gemv", {{"N_tile", 16}}}};
   out.emplace_back("gemv_N_tile16", narrow);

@@ -24,6 +24,11 @@
 // warps are latency-bound (~8 warps x a few KiB in flight); a TMA-fed K/V stage in shared memory
 // would be the next step, and the lowering's kv_block split spreads long windows over SMs.
 //
+// Head ranges (params n_off, N_tile; docs/OPCODES.md): a tile runs only query heads [n_off,
+// n_off + N_tile) (whole GQA groups) and their KV heads, reading cache rows at the full stride,
+// and its output holds just those heads; a combine merges N_tile-head partials into heads
+// [n_off, n_off + N_tile) of its one-row output. Absent (N_tile 0): every head.
+//
 // ATTENTION_COMBINE. Per output element, over the partials with l > 0 (an empty shard never
 // yields exp(-inf + inf)): M = max m_p, out = sum exp(m_p - M) acc_p / sum exp(m_p - M) l_p;
 // 0 when every shard is empty. No barrier, no scratch.
@@ -203,25 +208,29 @@ __device__ __forceinline__ float merge_partials(int n, int head_dim, int d, bool
 }
 
 struct AttentionShape {
-  int head_dim, n_heads, n_kv_heads;
+  int head_dim, n_heads, n_kv_heads;  // the task's heads (a head range's, when it has one)
+  int64_t kv_stride;                  // floats from one cache row (key) to the next
   int64_t kv_start, kv_len;  // kv_len after the runtime clip
   float scale;
   bool partial;
+  const float* q;  // the task's first query head
+  const float* k;  // the task's first KV head in cache row 0 (K and V caches)
+  const float* v;
 };
 
 // C = the heads of one GQA group a warp runs together (a divisor of n_heads / n_kv_heads).
 template <int VEC, int NV, int C>
 __device__ void attention_tile_impl(const OpContext& c, const AttentionShape& a) {
-  const float* q = static_cast<const float*>(in_buf(c, 0).ptr);
-  const float* kc = static_cast<const float*>(in_buf(c, 1).ptr);
-  const float* vc = static_cast<const float*>(in_buf(c, 2).ptr);
+  const float* q = a.q;
+  const float* kc = a.k;
+  const float* vc = a.v;
   float* out = static_cast<float*>(out_buf(c, 0).ptr);
   const int warp = c.tid >> 5, lane = c.tid & 31, n_warps = c.n_threads >> 5;
   const int hd = a.head_dim;
   const int width = a.partial ? hd + 2 : hd;
   const int rep = a.n_heads / a.n_kv_heads;
   const int n_chunks = a.n_heads / C;  // items per key range; chunk i = heads [i*C, i*C + C)
-  const int64_t row_stride = int64_t(a.n_kv_heads) * hd;
+  const int64_t row_stride = a.kv_stride;
 
   // Split each chunk's keys over several warps only when chunks alone leave warps idle, every
   // split gets a few keys, and scratch holds the partials (one [acc | m | l] slot per head and
@@ -350,7 +359,7 @@ __device__ __forceinline__ void fast_attn_scores(const OpContext& c, const Atten
   } else {
     g0 = slot, g_step = n_slots, kphase = 0, kstride = 1;
   }
-  const int64_t row_stride = int64_t(G) * D;
+  const int64_t row_stride = a.kv_stride;
   for (int g = g0; g < G; g += g_step) {
     const float* k_rows = kc + j0 * row_stride + int64_t(g) * D;
     for (int hb = 0; hb < R; hb += RB) {
@@ -450,8 +459,8 @@ __device__ __forceinline__ void fast_attn_values(const OpContext& c, const Atten
   constexpr int U3 = W == 4 ? 8 : 16;  // V loads a thread has in flight
   constexpr int AB = 16 / W;           // heads accumulated in registers at once
   const int D = a.head_dim, G = a.n_kv_heads, R = a.n_heads / a.n_kv_heads;
-  const int64_t row_stride = int64_t(G) * D;
-  const int units = int(row_stride / W);
+  const int64_t row_stride = a.kv_stride;
+  const int units = G * D / W;  // the task's KV heads' columns of a V row
   for (int unit = c.tid; unit < units; unit += c.n_threads) {
     const int e = unit * W, g = e / D, d = e - g * D;
     const float* v_col = vc + j0 * row_stride + e;
@@ -506,9 +515,9 @@ __device__ __forceinline__ void fast_attn_values(const OpContext& c, const Atten
 
 template <int F, int W>
 __device__ void attention_tile_fast(const OpContext& c, const AttentionShape& a, int chunk) {
-  const float* q = static_cast<const float*>(in_buf(c, 0).ptr);
-  const float* kc = static_cast<const float*>(in_buf(c, 1).ptr);
-  const float* vc = static_cast<const float*>(in_buf(c, 2).ptr);
+  const float* q = a.q;
+  const float* kc = a.k;
+  const float* vc = a.v;
   float* out = static_cast<float*>(out_buf(c, 0).ptr);
   const int H = a.n_heads, D = a.head_dim;
   FastAttnScratch s;
@@ -586,8 +595,18 @@ __device__ inline void op_attention_tile(const OpContext& c) {
   if (p.kv_start < 0 || p.kv_len < 0 ||
       (p.flags & ~(kAttnCausal | kAttnPartial | kAttnRuntimeWindow)) != 0)
     return op_fail(c, code + 2);
-  AttentionShape a{p.head_dim, p.n_heads, p.n_kv_heads, p.kv_start, p.kv_len, p.scale,
-                   (p.flags & kAttnPartial) != 0};
+  // A head range (n_off, N_tile; N_tile 0 = every head) of whole GQA groups: the task reads
+  // query heads [n_off, n_off + N_tile) and their KV heads, and its output holds just those.
+  const int rep = p.n_heads / p.n_kv_heads;
+  const bool ranged = p.N_tile != 0;
+  if (ranged ? (p.n_off < 0 || p.N_tile < 1 || p.n_off % rep != 0 || p.N_tile % rep != 0 ||
+                int64_t(p.n_off) + p.N_tile > p.n_heads)
+             : p.n_off != 0)
+    return op_fail(c, code + 2);
+  const int first = ranged ? p.n_off : 0, count = ranged ? p.N_tile : p.n_heads;
+  AttentionShape a{p.head_dim, count, count / rep, int64_t(p.n_kv_heads) * p.head_dim,
+                   p.kv_start, p.kv_len, p.scale, (p.flags & kAttnPartial) != 0,
+                   nullptr, nullptr, nullptr};
   if ((p.flags & kAttnRuntimeWindow) != 0) {
     if (c.pos < 0) return op_fail(c, code + 3);
     const int64_t seen = int64_t(c.pos) + 1 - p.kv_start;
@@ -598,7 +617,7 @@ __device__ inline void op_attention_tile(const OpContext& c) {
   const amk_buffer_t& v = in_buf(c, 2);
   const amk_buffer_t& out = out_buf(c, 0);
   const int width = a.partial ? a.head_dim + 2 : a.head_dim;
-  if (q.numel != int64_t(a.n_heads) * a.head_dim || k.rank != 3 || k.shape[1] != a.n_kv_heads ||
+  if (q.numel != int64_t(p.n_heads) * a.head_dim || k.rank != 3 || k.shape[1] != p.n_kv_heads ||
       k.shape[2] != a.head_dim || v.rank != 3 || v.shape[0] != k.shape[0] ||
       v.shape[1] != k.shape[1] || v.shape[2] != k.shape[2] ||
       int64_t(p.kv_start) + p.kv_len > k.shape[0] || out.numel != int64_t(a.n_heads) * width)
@@ -606,9 +625,13 @@ __device__ inline void op_attention_tile(const OpContext& c) {
   if (q.dtype != AMK_DTYPE_F32 || k.dtype != AMK_DTYPE_F32 || v.dtype != AMK_DTYPE_F32 ||
       out.dtype != AMK_DTYPE_F32)
     return op_fail(c, code + 5);
+  // The range's first query head and first KV head; rows keep the full cache stride.
+  a.q = static_cast<const float*>(q.ptr) + int64_t(first) * a.head_dim;
+  a.k = static_cast<const float*>(k.ptr) + int64_t(first / rep) * a.head_dim;
+  a.v = static_cast<const float*>(v.ptr) + int64_t(first / rep) * a.head_dim;
 
-  const bool vec4 = a.head_dim % 4 == 0 && is_aligned16(q.ptr) && is_aligned16(k.ptr) &&
-                    is_aligned16(v.ptr);
+  const bool vec4 = a.head_dim % 4 == 0 && is_aligned16(a.q) && is_aligned16(a.k) &&
+                    is_aligned16(a.v);
   const int chunk = vec4 ? fast_attn_chunk(c, a) : 0;
   if (chunk > 0 && a.head_dim <= 128)
     attention_tile_fast_by_width<2>(c, a, chunk);
@@ -628,13 +651,20 @@ __device__ inline void op_attention_combine(const OpContext& c) {
   const amk_buffer_t& out = out_buf(c, 0);
   const int n_parts = c.inst->n_inputs;
   const int64_t pn = in_buf(c, 0).numel;
-  const int64_t on = out.numel;
+  // A head range (n_off, N_tile; N_tile 0 = none): the partials hold N_tile heads, merged into
+  // heads [n_off, n_off + N_tile) of the one-row output.
+  const bool ranged = p.N_tile != 0;
+  const int64_t on = ranged ? int64_t(p.N_tile) * p.head_dim : out.numel;
   // head_dim / n_heads are optional (0 when absent): the sizes determine them.
   int64_t n_heads = p.n_heads > 0 ? p.n_heads : (pn - on) / 2;
   int64_t head_dim = p.head_dim > 0 ? p.head_dim : (n_heads > 0 ? on / n_heads : 0);
   if (p.n_heads <= 0 && p.head_dim > 0) n_heads = on / head_dim;
+  if (ranged) n_heads = p.N_tile;
   if (n_parts < 1 || n_parts > AMK_MAX_INPUTS || n_heads < 1 || head_dim < 1 ||
       n_heads * head_dim != on || n_heads * (head_dim + 2) != pn)
+    return op_fail(c, code + 1);
+  if (ranged ? (p.head_dim < 1 || p.n_off < 0 || (int64_t(p.n_off) + p.N_tile) * head_dim > out.numel)
+             : p.n_off != 0)
     return op_fail(c, code + 1);
   if (out.dtype != AMK_DTYPE_F32) return op_fail(c, code + 2);
   const float* parts[AMK_MAX_INPUTS];
@@ -648,7 +678,7 @@ __device__ inline void op_attention_combine(const OpContext& c) {
     parts[i] = static_cast<const float*>(b.ptr);
   }
   const int hd = int(head_dim);
-  float* o = static_cast<float*>(out.ptr);
+  float* o = static_cast<float*>(out.ptr) + (ranged ? int64_t(p.n_off) * hd : 0);
   // A thread merges kCombineElems output elements per pass and issues all their partials'
   // loads (acc, m, l of every shard) before using any: the shards were just written by other
   // SMs, so each load is an L2 round trip and only many in flight hide it.

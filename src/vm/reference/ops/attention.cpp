@@ -7,6 +7,12 @@
 // A full tile writes acc / l; a PARTIAL tile (flags bit 1) writes [acc | m | l] per head so
 // that ATTENTION_COMBINE can merge shards exactly:
 //   M = max_p m_p,  out = sum_p exp(m_p - M) acc_p / sum_p exp(m_p - M) l_p.
+//
+// Head ranges (optional params n_off and N_tile, both or neither; docs/OPCODES.md): a tile runs
+// only query heads [n_off, n_off + N_tile), whole GQA groups, and its output holds just those
+// heads; a combine merges partials of N_tile heads into heads [n_off, n_off + N_tile) of its
+// one-row output and leaves the rest of it alone. This splits a layer's attention over SMs by
+// KV head as well as by KV block.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -26,6 +32,23 @@ constexpr int64_t kFlagPartial = attention_flags::kPartial;
 constexpr int64_t kFlagRuntimeWindow = attention_flags::kRuntimeWindow;
 
 std::string num(int64_t v) { return std::to_string(v); }
+
+// The optional head range [n_off, n_off + N_tile) of `n_heads`: both params or neither; with
+// neither, every head. Each must be a multiple of `align` (the GQA group size for a tile).
+struct HeadRange {
+  int64_t first = 0, count = 0;
+};
+HeadRange head_range(const OpContext& c, int64_t n_heads, int64_t align) {
+  const bool has_off = c.has_param("n_off"), has_tile = c.has_param("N_tile");
+  if (!has_off && !has_tile) return {0, n_heads};
+  if (has_off != has_tile) c.fail("params n_off and N_tile (a head range) come together");
+  const int64_t off = c.int_param("n_off"), tile = c.int_param("N_tile");
+  if (off < 0 || tile < 1 || off + tile > n_heads || off % align != 0 || tile % align != 0)
+    c.fail("head range n_off " + num(off) + ", N_tile " + num(tile) + " must lie in the " +
+           num(n_heads) + " heads" +
+           (align > 1 ? " and be whole GQA groups (multiples of " + num(align) + ")" : ""));
+  return {off, tile};
+}
 
 }  // namespace
 
@@ -73,17 +96,19 @@ void op_attention_tile(const OpContext& c) {
   if (kv_start + kv_len_max > k.shape[0])
     c.fail("kv_start " + num(kv_start) + " + kv_len " + num(kv_len_max) + " exceeds the cache's " +
            num(k.shape[0]) + " rows");
+  const int64_t rep = n_heads / n_kv;
+  const HeadRange heads = head_range(c, n_heads, rep);
   Tensor& out = c.output(0);
   require_float(c, out, "output 0");
   const int64_t width = partial ? head_dim + 2 : head_dim;
-  require_numel(c, out, "output 0", n_heads * width,
-                partial ? "n_heads x (head_dim + 2) for a partial" : "n_heads x head_dim");
+  require_numel(c, out, "output 0", heads.count * width,
+                std::string(heads.count == n_heads ? "n_heads" : "N_tile") +
+                    (partial ? " x (head_dim + 2) for a partial" : " x head_dim"));
 
-  const int64_t rep = n_heads / n_kv;
   const std::vector<double> qv = load_all(q);
-  std::vector<double> result(size_t(n_heads * width), 0.0);
+  std::vector<double> result(size_t(heads.count * width), 0.0);
   std::vector<double> score(static_cast<size_t>(kv_len));
-  for (int64_t h = 0; h < n_heads; ++h) {
+  for (int64_t h = heads.first; h < heads.first + heads.count; ++h) {
     const int64_t g = h / rep;
     const double* qh = &qv[size_t(h * head_dim)];
     double m = -std::numeric_limits<double>::infinity();
@@ -95,7 +120,7 @@ void op_attention_tile(const OpContext& c) {
       m = std::fmax(m, score[size_t(j)]);
     }
     double l = 0;
-    double* acc = &result[size_t(h * width)];
+    double* acc = &result[size_t((h - heads.first) * width)];
     for (int64_t j = 0; j < kv_len; ++j) {
       const double e = std::exp(score[size_t(j)] - m);
       l += e;
@@ -118,7 +143,14 @@ void op_attention_combine(const OpContext& c) {
   Tensor& out = c.output(0);
   require_float(c, out, "output 0");
   const int64_t pn = c.input(0).numel();
-  const int64_t on = out.numel();
+  // With a head range the output is one row of all heads and this combine fills its slice.
+  const bool ranged = c.has_param("n_off") || c.has_param("N_tile");
+  if (ranged && !c.has_param("head_dim"))
+    c.fail("a head range (n_off, N_tile) needs param head_dim");
+  if (ranged && out.shape.size() > 1 && out.numel() != out.shape.back())
+    c.fail("a head range writes a slice of a one-row output; output 0 has shape " +
+           shape_str(out.shape));
+  const int64_t on = ranged ? c.int_param("N_tile") * c.int_param("head_dim") : out.numel();
   for (size_t p = 0; p < c.num_inputs(); ++p) {
     const std::string what = "input " + num(int64_t(p)) + " (partial)";
     require_float(c, c.input(p), what);
@@ -129,6 +161,7 @@ void op_attention_combine(const OpContext& c) {
   int64_t n_heads = c.int_param_or("n_heads", (pn - on) / 2);
   int64_t head_dim = c.int_param_or("head_dim", n_heads > 0 ? on / n_heads : 0);
   if (!c.has_param("n_heads") && c.has_param("head_dim") && head_dim > 0) n_heads = on / head_dim;
+  if (ranged) n_heads = c.int_param("N_tile");
   if (n_heads < 1 || head_dim < 1 || n_heads * head_dim != on || n_heads * (head_dim + 2) != pn)
     c.fail("partials of " + num(pn) + " elements and an output of " + num(on) + " elements (shape " +
            shape_str(out.shape) + ") are not [n_heads, head_dim + 2] and [n_heads, head_dim]" +
@@ -158,7 +191,17 @@ void op_attention_combine(const OpContext& c) {
     if (L > 0)
       for (int64_t d = 0; d < head_dim; ++d) acc[d] /= L;
   }
-  store_all(out, result);
+  if (!ranged) return store_all(out, result);
+  const int64_t all_heads = out.numel() / head_dim;
+  if (c.has_param("n_heads") && c.int_param("n_heads") != all_heads)
+    c.fail("with a head range, param n_heads " + num(c.int_param("n_heads")) +
+           " must be the output's head count " + num(all_heads));
+  const HeadRange heads = head_range(c, all_heads, 1);
+  if (heads.count != n_heads || out.numel() % head_dim != 0)
+    c.fail("head range n_off " + num(heads.first) + ", N_tile " + num(heads.count) +
+           " does not fit an output of " + num(out.numel()) + " elements (head_dim " +
+           num(head_dim) + ")");
+  for (int64_t i = 0; i < on; ++i) store(out, heads.first * head_dim + i, result[size_t(i)]);
 }
 
 }  // namespace amk::ref
