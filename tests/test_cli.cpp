@@ -256,7 +256,7 @@ TEST(CliUsage, HelpAndVersion) {
   const CmdResult v = amk("--version");
   EXPECT_EQ(v.exit_code, 0);
   EXPECT_NE(v.out.find("IR 0.2.0"), std::string::npos) << v.out;
-  EXPECT_NE(v.out.find("ABI 0.3"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("ABI 0.4"), std::string::npos) << v.out;
 }
 
 // ---- the committed example ------------------------------------------------------------------

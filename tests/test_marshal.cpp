@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -278,12 +279,15 @@ TEST(Marshal, LayoutFitsTheOptInBudget) {
   const Program p = tiny_llama();
   const MarshalledProgram m = cuda::marshal(p, h100_limits());
   EXPECT_EQ(m.layout.consumer_threads, 256);
-  // ATTENTION_TILE's decode path needs q (4 heads x 16) + 3 floats per head + a 64-key score
-  // chunk of (4 | 1) floats per key = (64 + 12 + 320) x 4 = 1584 bytes. The GEMVs need x (K
-  // floats) + 256 bytes + a partial per output row and warp, capped at 1024 floats (but at
-  // least one per row): the lm_head's single tile of 256 rows over K = 64 needs the most.
+  // ATTENTION_TILE's decode path needs acc (4 heads x 16) + 3 floats per head, 4 of alignment,
+  // a 64-key score chunk of (4 | 1) floats per key, and (2 KV heads of 16 floats being few
+  // enough) that chunk's K and V rows: (64 + 12 + 4 + 320 + 2 x 64 x 2 x 16) x 4 = 17984 bytes.
+  // The GEMVs need x (K floats) + 256 bytes + a partial per output row and warp, capped at 1024
+  // floats (at least one per row): the lm_head's single tile of 256 rows over K = 64 needs the
+  // most of them, 4608, which the attention's need covers.
   const int64_t gemv = 64 * 4 + 256 + 4 * std::max<int64_t>(256, std::min<int64_t>(256 * 8, 1024));
-  const int64_t scratch = std::max<int64_t>((64 + 12 + 64 * 5) * 4, gemv);
+  const int64_t scratch = std::max<int64_t>((64 + 12 + 4 + 320 + 2 * 64 * 2 * 16) * 4, gemv);
+  EXPECT_EQ(scratch, 17984);
   EXPECT_EQ(m.layout.scratch_bytes, scratch);
   EXPECT_EQ(m.layout.chunk_bytes, 32768);
   EXPECT_EQ(m.layout.ring_stages,
@@ -318,12 +322,40 @@ TEST(Marshal, ASharedMemoryBudgetTooSmallForTwoStagesIsRefused) {
   Program p = tiny_llama();
   p.config->smem_bytes_per_block = 40000;
   const std::string e = marshal_error(p);
-  EXPECT_NE(e.find("shared memory budget 40000 (2048 of it the kernel's own) cannot hold the op "
+  EXPECT_NE(e.find("shared memory budget 40000 (3072 of it the kernel's own) cannot hold the op "
                    "scratch "),
             std::string::npos)
       << e;
-  p.config->smem_bytes_per_block = 75000;  // 2048 + scratch 4608 + 64 + 2 x (32768 + 16) fits
+  p.config->smem_bytes_per_block = 87000;  // 3072 + scratch 17984 + 64 + 2 x (32768 + 16) fits
   EXPECT_EQ(marshal_error(p), "");
+}
+
+// Task records: queue order, the instruction and its packed descriptors (inputs, then outputs),
+// and how much of the next record (the next queue entry, or the queue's first) a prefetch copies.
+TEST(Marshal, TaskRecordsPackEachQueueEntry) {
+  const Program p = tiny_llama();
+  const MarshalledProgram m = cuda::marshal(p, h100_limits());
+  std::vector<amk_buffer_t> table = m.buffers;
+  for (size_t i = 0; i < table.size(); ++i)  // stand-in device pointers, distinct per buffer
+    table[i].ptr = reinterpret_cast<void*>(uintptr_t(0x1000) * (i + 1));
+  const std::vector<amk_task_record_t> r = cuda::task_records(m, table);
+  ASSERT_EQ(r.size(), m.sm_queue.size());
+  for (size_t q = 0; q < r.size(); ++q) {
+    const amk_instruction_t& inst = m.instructions.at(size_t(m.sm_queue[q]));
+    ASSERT_EQ(r[q].index, m.sm_queue[q]);
+    ASSERT_EQ(std::memcmp(&r[q].inst, &inst, sizeof inst), 0);
+    for (int i = 0; i < inst.n_inputs; ++i) ASSERT_EQ(r[q].desc[i].ptr, table[size_t(inst.inputs[i])].ptr);
+    for (int j = 0; j < inst.n_outputs; ++j)
+      ASSERT_EQ(r[q].desc[inst.n_inputs + j].ptr, table[size_t(inst.outputs[j])].ptr);
+    ASSERT_EQ(r[q].n_vectors, 15 + 6 * (inst.n_inputs + inst.n_outputs));
+  }
+  for (size_t s = 0; s + 1 < m.sm_queue_offset.size(); ++s) {
+    const int32_t begin = m.sm_queue_offset[s], end = m.sm_queue_offset[s + 1];
+    for (int32_t q = begin; q < end; ++q)
+      EXPECT_EQ(r[size_t(q)].next_vectors, r[size_t(q + 1 < end ? q + 1 : begin)].n_vectors);
+  }
+  table.pop_back();
+  EXPECT_THROW(cuda::task_records(m, table), cuda::MarshalError);
 }
 
 TEST(Marshal, BadThreadCountsAreRefused) {

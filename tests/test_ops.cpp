@@ -998,6 +998,24 @@ TEST(OpRope, MatchesRotationMatricesForRank2AndRank3) {
   }
 }
 
+// A GEMV's flat row [1, n_heads * head_dim] rotates exactly as the same elements shaped
+// [n_heads, head_dim] (the lowering feeds q and k to RoPE without a reshaping COPY).
+TEST(OpRope, AFlatRowOfWholeHeadsRotatesLikeHeads) {
+  std::mt19937 rng(63);
+  const Tensor heads = rnd(DType::F32, {3, 8}, rng);
+  Tensor flat = Tensor::zeros(DType::F32, {1, 24});
+  flat.bytes = heads.bytes;
+  const Tensor pos = Tensor::from_ints(DType::I32, {1}, std::vector<int64_t>{29});
+  Tensor a = filled(DType::F32, {3, 8}, kNaN), b = filled(DType::F32, {3, 8}, kNaN);
+  run(Op::ROPE, Prm().i("head_dim", 8).f("theta", 1e4), {&heads, &pos}, {&a});
+  run(Op::ROPE, Prm().i("head_dim", 8).f("theta", 1e4), {&flat, &pos}, {&b});
+  EXPECT_EQ(a.bytes, b.bytes);
+  const Tensor partial_head = Tensor::zeros(DType::F32, {1, 20});  // 2.5 heads
+  Tensor out = Tensor::zeros(DType::F32, {1, 20});
+  expect_op_error([&] { run(Op::ROPE, Prm().i("head_dim", 8).f("theta", 1e4), {&partial_head, &pos}, {&out}); },
+                  "or be a flat row of whole heads");
+}
+
 TEST(OpRope, PositionIsConvertedToFloat32LikeReference) {
   // 2^24 + 1 is not a float32: reference.py rotates it exactly as 2^24.
   std::mt19937 rng(62);

@@ -1,5 +1,5 @@
-/* AMK on-device ABI (IR_SPEC §8), version 0.3 (0.2 + the on-device decode fields of
- * amk_program_t, docs/CUDA_VM.md).
+/* AMK on-device ABI (IR_SPEC §8), version 0.4 (0.2 + the on-device decode fields of
+ * amk_program_t in 0.3, + the task records in 0.4; docs/CUDA_VM.md).
  *
  * The ONE header shared by host and device code. Plain C so nvcc, gcc and clang agree on every
  * byte: fixed-width fields, no pointers-to-member, no C++ types. The IR (include/amk/ir.h) mirrors
@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #define AMK_ABI_VERSION_MAJOR 0
-#define AMK_ABI_VERSION_MINOR 3
+#define AMK_ABI_VERSION_MINOR 4
 
 #define AMK_MAX_INPUTS 8
 #define AMK_MAX_OUTPUTS 4
@@ -121,6 +121,23 @@ typedef struct amk_instruction_t {
   amk_params_t params;
 } amk_instruction_t;
 
+/* v0.4: one queue entry as a self-contained record, so a CTA stages a task (and prefetches the
+ * next one while the current one runs) with ONE copy that depends on nothing, instead of the
+ * chain queue -> instruction -> operand ids -> descriptors. task_records[q] is the task at
+ * sm_queue[q]; desc holds its n_inputs input descriptors, then its n_outputs output
+ * descriptors, packed. The copy covers the first n_vectors 16-byte vectors (header and the
+ * used descriptors); next_vectors is the n_vectors of the record that runs next on this CTA
+ * (the next queue entry, or the queue's first for the next step), so the prefetch knows how
+ * much to copy before that record has arrived. */
+typedef struct amk_task_record_t {
+  amk_instruction_t inst;
+  int32_t index;        /* into instructions: the profile slot, the sink test */
+  int32_t n_vectors;    /* 16-byte vectors of this record in use */
+  int32_t next_vectors; /* n_vectors of the next record this CTA runs */
+  int32_t pad;
+  amk_buffer_t desc[AMK_MAX_INPUTS + AMK_MAX_OUTPUTS];
+} amk_task_record_t;
+
 /* The resolved program the persistent kernel walks. SM s runs
  * instructions[sm_queue[sm_queue_offset[s] .. sm_queue_offset[s+1])] in order. */
 typedef struct amk_program_t {
@@ -150,6 +167,8 @@ typedef struct amk_program_t {
   /* NULL, or 3 x n_instructions %globaltimer stamps (ns) of the launch's LAST step, written by
      each task's consumer thread 0: [wait begins, op begins, op ends] (amk bench --profile). */
   uint64_t* profile;
+  /* ---- v0.4 ---- */
+  const amk_task_record_t* task_records; /* n_instructions entries, in sm_queue order */
 } amk_program_t;
 
 #ifdef __cplusplus
@@ -179,7 +198,9 @@ AMK_STATIC_ASSERT(offsetof(amk_instruction_t, params) == 136, "amk_instruction_t
 AMK_STATIC_ASSERT(sizeof(amk_instruction_t) == 224, "amk_instruction_t layout");
 AMK_STATIC_ASSERT(offsetof(amk_program_t, counter_step_increment) == 80,
                   "amk_program_t v0.3 fields follow the v0.2 ones");
-AMK_STATIC_ASSERT(sizeof(amk_program_t) == 128, "amk_program_t layout");
+AMK_STATIC_ASSERT(sizeof(amk_program_t) == 136, "amk_program_t layout");
+AMK_STATIC_ASSERT(offsetof(amk_task_record_t, desc) == 240, "amk_task_record_t header");
+AMK_STATIC_ASSERT(sizeof(amk_task_record_t) == 240 + 12 * 96, "amk_task_record_t layout");
 
 #undef AMK_STATIC_ASSERT
 

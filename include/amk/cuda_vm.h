@@ -32,7 +32,15 @@ CudaAvailability cuda_availability();
 // The device's streaming-read ceiling in GB/s: a built-in kernel sums `bytes` of device memory
 // with 16-byte loads; the median of `repeats` timed passes (after one warm-up). Throws
 // CudaVmError (LaunchError) without a usable GPU.
-double cuda_stream_read_gbs(int64_t bytes = int64_t{4} << 30, int repeats = 20);
+// `method`: 16-byte loads from every thread (ring_chunk_bytes 0, the ceiling), or the
+// megakernel's weight-stream mechanism alone, one CTA per SM pulling its share through a
+// cp.async.bulk ring of ring_stages x ring_chunk_bytes (what the ring can deliver at best).
+struct StreamReadMethod {
+  int ring_chunk_bytes = 0;
+  int ring_stages = 0;
+};
+double cuda_stream_read_gbs(int64_t bytes = int64_t{4} << 30, int repeats = 20,
+                            StreamReadMethod method = {});
 
 // Status of one launch, as IR_SPEC §8.1 distinguishes them.
 enum class CudaStatus {

@@ -19,7 +19,7 @@
 namespace amk {
 
 inline constexpr std::string_view kIrVersion = "0.2.0";
-inline constexpr std::string_view kAbiVersion = "0.3";
+inline constexpr std::string_view kAbiVersion = "0.4";
 
 inline constexpr int kMaxInputs = 8;
 inline constexpr int kMaxOutputs = 4;

@@ -60,6 +60,7 @@ struct BenchOptions {
   bool peer = false;
   bool profile = false;
   std::string profile_tsv;  // raw per-task stamps, when set
+  bool ring_probe = false;  // also measure the bulk-copy ring alone
   bool no_weight_ring = false;
 };
 
@@ -412,6 +413,26 @@ int run_bench(const BenchOptions& opt) {
     std::cerr << "amk: bench: cannot measure the read ceiling: " << e.what() << "\n";
     return kExitFailed;
   }
+  if (opt.ring_probe) {
+    // What the megakernel's weight ring can deliver by itself, per stage size and depth: the
+    // streaming rate its GEMV tiles can reach at best (the ceiling above is 16-byte loads).
+    Table probe({"ring chunk KiB", "stages", "GB/s", "% of ceiling"},
+                {Table::Align::Right, Table::Align::Right, Table::Align::Right, Table::Align::Right});
+    try {
+      for (int chunk_kib : {8, 16, 32, 64})
+        for (int stages : {2, 4, 6, 12}) {
+          if (chunk_kib * stages > 200) continue;  // beyond one SM's shared memory
+          const double gbs = cuda_stream_read_gbs(int64_t{2} << 30, 10,
+                                                  StreamReadMethod{chunk_kib * 1024, stages});
+          probe.add_row({std::to_string(chunk_kib), std::to_string(stages),
+                         fmt::format("{:.0f}", gbs), fmt::format("{:.1f}", 100 * gbs / ceiling_gbs)});
+        }
+    } catch (const std::exception& e) {
+      std::cerr << "amk: bench: ring probe: " << e.what() << "\n";
+      return kExitFailed;
+    }
+    std::cout << "bulk-copy ring read (one CTA per SM, 8 consumer warps)\n" << probe.render() << "\n";
+  }
   const double floor_us = double(traffic.weight_bytes) / ceiling_gbs * 1e-3;
   const double floor_kv_us = double(traffic.weight_bytes + traffic.kv_bytes) / ceiling_gbs * 1e-3;
   std::cout << fmt::format(
@@ -649,6 +670,9 @@ void add_bench_command(CLI::App& app, Action& action) {
                 "Also print where one decode step's time goes (per-task GPU timestamps)");
   cmd->add_option("--profile-tsv", opt->profile_tsv,
                   "With --profile: also write every task's raw stamps here (TSV)");
+  cmd->add_flag("--ring-probe", opt->ring_probe,
+                "Also measure the read rate of the weight ring's bulk copies alone, per stage size "
+                "and depth");
   cmd->add_flag("--peer", opt->peer, "Also time the PyTorch peer (bench/peers/torch_llama.py)");
   cmd->add_option("--peer-script", opt->peer_script, "The peer script (default: found in the repo)");
   cmd->add_option("--python", opt->python, "Python interpreter for the peer")

@@ -321,12 +321,16 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
     normed_gemv(xn, w_k, b_k, k, KVD, "k_proj", ap + "k_proj");
     normed_gemv(xn, w_v, b_v, v, KVD, "v_proj", ap + "v_proj");
 
-    // A GEMV writes a flat [1, N] row and ROPE rotates [heads, head_dim]: COPY is a flat
-    // element copy, so copying into a head-shaped buffer is the reshape.
-    int64_t q_heads = g.act(ap + "q_heads", {NH, HD});
-    g.task(Op::COPY, {q}, q_heads, {}, ap + "q_heads", 0, 0);
-    int64_t k_heads = g.act(ap + "k_heads", {NKV, HD});
-    g.task(Op::COPY, {k}, k_heads, {}, ap + "k_heads", 0, 0);
+    // A GEMV writes a flat [1, N] row. ROPE reads such a row as [heads, head_dim] directly;
+    // the per-head RMSNORM of qk_norm needs head-shaped rows, and COPY (a flat element copy)
+    // into a head-shaped buffer is that reshape.
+    int64_t q_heads = q, k_heads = k;
+    if (m.qk_norm) {
+      q_heads = g.act(ap + "q_heads", {NH, HD});
+      g.task(Op::COPY, {q}, q_heads, {}, ap + "q_heads", 0, 0);
+      k_heads = g.act(ap + "k_heads", {NKV, HD});
+      g.task(Op::COPY, {k}, k_heads, {}, ap + "k_heads", 0, 0);
+    }
     if (m.qk_norm) {  // Qwen3: RMSNorm over each head's head_dim before RoPE
       const int64_t w_qn = g.weight(wp + "self_attn.q_norm.weight", {HD});
       const int64_t w_kn = g.weight(wp + "self_attn.k_norm.weight", {HD});

@@ -162,7 +162,7 @@ CudaAvailability cuda_availability() {
 
 // ---- the streaming-read ceiling ----------------------------------------------------------------
 
-double cuda_stream_read_gbs(int64_t bytes, int repeats) {
+double cuda_stream_read_gbs(int64_t bytes, int repeats, StreamReadMethod method) {
   if (bytes < 16 || repeats < 1)
     throw std::invalid_argument(fmt::format(
         "cuda_stream_read_gbs: bytes {} must be >= 16 and repeats {} >= 1", bytes, repeats));
@@ -192,14 +192,20 @@ double cuda_stream_read_gbs(int64_t bytes, int repeats) {
   check(cudaMemsetAsync(r.src, 0x3c, size_t(bytes), r.stream), "cudaMemsetAsync(stream-read source)");
   check(cudaStreamSynchronize(r.stream), "cudaStreamSynchronize(after memset)");
 
-  check(cuda::stream_read_launch(r.src, bytes, r.sink, r.stream), "stream_read_launch(warm-up)");
+  int64_t bytes_read = bytes;
+  const auto launch = [&] {
+    if (method.ring_chunk_bytes == 0) return cuda::stream_read_launch(r.src, bytes, r.sink, r.stream);
+    return cuda::bulk_ring_read_launch(r.src, bytes, method.ring_chunk_bytes, method.ring_stages,
+                                       r.sink, r.stream, &bytes_read);
+  };
+  check(launch(), "stream_read_launch(warm-up)");
   check(cudaStreamSynchronize(r.stream), "cudaStreamSynchronize(warm-up)");
 
   r.events.resize(size_t(repeats) + 1, nullptr);
   for (cudaEvent_t& e : r.events) check(cudaEventCreate(&e), "cudaEventCreate");
   check(cudaEventRecord(r.events[0], r.stream), "cudaEventRecord");
   for (int i = 0; i < repeats; ++i) {
-    check(cuda::stream_read_launch(r.src, bytes, r.sink, r.stream), "stream_read_launch");
+    check(launch(), "stream_read_launch");
     check(cudaEventRecord(r.events[size_t(i) + 1], r.stream), "cudaEventRecord");
   }
   check(cudaStreamSynchronize(r.stream), "cudaStreamSynchronize(timed passes)");
@@ -213,7 +219,7 @@ double cuda_stream_read_gbs(int64_t bytes, int repeats) {
                                        : 0.5 * (ms[size_t(repeats / 2 - 1)] + ms[size_t(repeats / 2)]);
   if (!(median_ms > 0.0))
     throw CudaVmError(CudaStatus::LaunchError, "stream_read: the timed passes took no time");
-  return double(bytes) / (median_ms * 1e-3) / 1e9;
+  return double(bytes_read) / (median_ms * 1e-3) / 1e9;
 }
 
 // ---- the VM --------------------------------------------------------------------------------------
@@ -230,6 +236,8 @@ struct CudaVM::Impl {
   void* arena = nullptr;
   amk_buffer_t* d_buffers = nullptr;
   amk_instruction_t* d_instructions = nullptr;
+  std::vector<amk_task_record_t> records;  // host copy of d_records (alive while it uploads)
+  amk_task_record_t* d_records = nullptr;
   int32_t* d_queue_offset = nullptr;
   int32_t* d_queue = nullptr;
   uint32_t* d_increment = nullptr;
@@ -263,6 +271,7 @@ struct CudaVM::Impl {
     cudaFree(arena);
     cudaFree(d_buffers);
     cudaFree(d_instructions);
+    cudaFree(d_records);
     cudaFree(d_queue_offset);
     cudaFree(d_queue);
     cudaFree(d_increment);
@@ -396,6 +405,8 @@ void CudaVM::Impl::load() {
   d_instructions = upload(mp.instructions, "instructions");
   d_queue_offset = upload(mp.sm_queue_offset, "sm_queue_offset");
   d_queue = upload(mp.sm_queue, "sm_queue");
+  records = cuda::task_records(mp, mp.buffers);  // after every descriptor has its pointer
+  d_records = upload(records, "task records");
   d_increment = upload(mp.counter_step_increment, "counter_step_increment");
   for (uint32_t inc : mp.counter_step_increment) max_increment = std::max(max_increment, inc);
   d_counters = alloc<amk_counter_t>(int64_t(mp.counter_step_increment.size() * sizeof(amk_counter_t)),
@@ -481,6 +492,7 @@ CudaRunResult CudaVM::Impl::launch(int64_t position, int n_steps, std::vector<in
   prog.sink_instruction = mp.sink_instruction;
   prog.pad0 = 0;
   prog.profile = d_profile;
+  prog.task_records = d_records;
   if (d_profile != nullptr)
     check(cudaMemsetAsync(d_profile, 0, 3 * mp.instructions.size() * sizeof(uint64_t), stream),
           "cudaMemsetAsync(profile)");

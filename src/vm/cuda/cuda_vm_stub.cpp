@@ -24,7 +24,7 @@ CudaAvailability cuda_availability() {
   return a;
 }
 
-double cuda_stream_read_gbs(int64_t, int) { not_built(); }
+double cuda_stream_read_gbs(int64_t, int, StreamReadMethod) { not_built(); }
 
 // Nothing is ever constructed, but the destructor of unique_ptr<Impl> needs a complete type.
 struct CudaVM::Impl {};

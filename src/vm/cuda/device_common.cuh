@@ -19,8 +19,8 @@ struct WeightRing;  // weight_ring.cuh
 struct OpContext {
   const amk_program_t* prog;
   const amk_instruction_t* inst;  // staged in shared memory by the megakernel
-  const amk_buffer_t* desc;       // operand descriptors in shared memory: inputs at [i],
-                                  // outputs at [AMK_MAX_INPUTS + j]
+  const amk_buffer_t* desc;       // operand descriptors in shared memory (the task record's):
+                                  // inputs at [i], then outputs at [n_inputs + j]
   float* scratch;     // op scratch in dynamic shared memory, 16-byte aligned
   int scratch_bytes;  // >= what MegakernelLayout::scratch_bytes promised (see megakernel.h)
   int tid;            // 0 .. n_threads - 1
@@ -41,7 +41,7 @@ __device__ __forceinline__ const amk_buffer_t& in_buf(const OpContext& c, int i)
   return c.desc[i];
 }
 __device__ __forceinline__ const amk_buffer_t& out_buf(const OpContext& c, int i) {
-  return c.desc[AMK_MAX_INPUTS + i];
+  return c.desc[c.inst->n_inputs + i];
 }
 
 // bf16 <-> f32 without cuda_bf16.h's host/device split: bf16 is the top half of an f32.

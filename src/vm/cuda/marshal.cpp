@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <unordered_map>
 
 #include "vm/cuda/ops/scratch.h"
@@ -269,13 +270,19 @@ int64_t task_scratch_bytes(const Task& t, const IdMaps& ids, int consumer_thread
     case Op::ROPE:
     case Op::ROPE_FREQ:
       return std::max<int64_t>(rope_scratch_bytes(int(head_dim)), kSmallOpScratch);
-    case Op::ATTENTION_TILE:
-      // Optional, but without it a CTA cannot split a head's keys over its idle warps.
-      return std::max<int64_t>(
-          attention_split_scratch_bytes(
-              int(head_dim), int(std::clamp<int64_t>(t.params.get_int("n_heads", 0), 0, 1 << 16)),
-              consumer_threads),
-          kSmallOpScratch);
+    case Op::ATTENTION_TILE: {
+      // Optional, but without it a CTA cannot split a head's keys over its idle warps. A head
+      // range (N_tile) runs N_tile query heads over N_tile / (n_heads / n_kv_heads) KV heads.
+      const int64_t all_heads = std::clamp<int64_t>(t.params.get_int("n_heads", 0), 0, 1 << 16);
+      const int64_t all_kv = std::clamp<int64_t>(t.params.get_int("n_kv_heads", 0), 0, 1 << 16);
+      const int64_t range = std::clamp<int64_t>(t.params.get_int("N_tile", 0), 0, 1 << 16);
+      const int64_t heads = range > 0 ? std::min(range, all_heads) : all_heads;
+      const int64_t kv =
+          all_kv > 0 && all_heads % all_kv == 0 && all_heads > 0 ? heads / (all_heads / all_kv) : 0;
+      return std::max<int64_t>(attention_split_scratch_bytes(int(head_dim), int(heads), int(kv),
+                                                             consumer_threads),
+                               kSmallOpScratch);
+    }
     default:
       return kSmallOpScratch;
   }
@@ -338,6 +345,35 @@ MegakernelLayout plan_layout(const Program& program, const IdMaps& ids,
 }
 
 }  // namespace
+
+std::vector<amk_task_record_t> task_records(const MarshalledProgram& m,
+                                            const std::vector<amk_buffer_t>& table) {
+  if (table.size() != m.buffers.size())
+    throw MarshalError(fmt::format("task_records: a table of {} buffers for a program of {}",
+                                   table.size(), m.buffers.size()));
+  constexpr int kHeaderVectors = int(offsetof(amk_task_record_t, desc) / 16);
+  constexpr int kDescVectors = int(sizeof(amk_buffer_t) / 16);
+  std::vector<amk_task_record_t> records(m.sm_queue.size());
+  for (size_t q = 0; q < m.sm_queue.size(); ++q) {
+    amk_task_record_t& r = records[q];
+    r = amk_task_record_t{};
+    r.index = m.sm_queue[q];
+    r.inst = m.instructions.at(size_t(r.index));
+    const int n = r.inst.n_inputs + r.inst.n_outputs;
+    for (int i = 0; i < n; ++i) {
+      const int32_t id = i < r.inst.n_inputs ? r.inst.inputs[i] : r.inst.outputs[i - r.inst.n_inputs];
+      r.desc[i] = table.at(size_t(id));
+    }
+    r.n_vectors = kHeaderVectors + n * kDescVectors;
+  }
+  // Each CTA runs its queue in order, then (next step) from its start again.
+  for (size_t s = 0; s + 1 < m.sm_queue_offset.size(); ++s) {
+    const int32_t begin = m.sm_queue_offset[s], end = m.sm_queue_offset[s + 1];
+    for (int32_t q = begin; q < end; ++q)
+      records[size_t(q)].next_vectors = records[size_t(q + 1 < end ? q + 1 : begin)].n_vectors;
+  }
+  return records;
+}
 
 amk_params_t marshal_params(const Params& params) {
   amk_params_t p{};

@@ -57,6 +57,11 @@ struct MarshalLimits {
 // Throws MarshalError. `program` must have passed validate() (the loader checks first).
 MarshalledProgram marshal(const Program& program, const MarshalLimits& limits);
 
+// The task records (abi.h amk_task_record_t), in sm_queue order, of a marshalled program whose
+// buffer table `table` (parallel to m.buffers) holds the device pointers.
+std::vector<amk_task_record_t> task_records(const MarshalledProgram& m,
+                                            const std::vector<amk_buffer_t>& table);
+
 // The amk_params_t of one task's params (PARAM_FIELDS order; absent fields 0).
 amk_params_t marshal_params(const Params& params);
 

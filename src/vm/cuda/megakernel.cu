@@ -20,11 +20,14 @@ namespace amk::cuda {
 namespace {
 
 // Register budget. One CTA per SM, so registers cost no occupancy, but __launch_bounds__ caps
-// them: a CTA's warps are spread over the SM's 4 sub-partitions (16K registers each), so 256+32
-// threads (9 warps, 3 per sub-partition) allow 168 registers per thread, 512+32 (17 warps) only
-// 96. The kernel is therefore built twice and megakernel_prepare/launch pick the smaller build
-// that fits the layout: the common 256-consumer CTA never spills, larger ones still run.
-// consumer_threads above kMaxConsumerThreads is refused.
+// them: a CTA's warps are spread over the SM's 4 sub-partitions (16K registers each), so 224+32
+// threads (8 warps, 2 per sub-partition) allow 255 registers per thread, 256+32 (9 warps, 3 on
+// some) 168, and 512+32 (17 warps) 96. Spills are expensive here: the op scratch and the weight
+// ring take almost all of the SM's shared memory, so the L1 left for the stack is small and a
+// spill reload often goes to L2. The kernel is therefore built three times and
+// megakernel_prepare/launch pick the smallest build that fits the layout: the 224-consumer CTA
+// never spills, the 256 one a little, larger ones still run.
+constexpr int kLeanConsumerThreads = 224;
 constexpr int kSmallConsumerThreads = 256;
 constexpr int kMaxConsumerThreads = 512;
 constexpr int kProducerThreads = 32;
@@ -78,52 +81,56 @@ __device__ __forceinline__ uint64_t global_ns() {
   return t;
 }
 
-constexpr int kInstructionVectors = int(sizeof(amk_instruction_t) / 16);
-static_assert(sizeof(amk_instruction_t) % 16 == 0, "the instruction is staged in 16-byte vectors");
-static_assert(sizeof(amk_buffer_t) % 16 == 0, "descriptors are staged in 16-byte vectors");
-constexpr int kDescriptorVectors = int(sizeof(amk_buffer_t) / 16);
-// The kernel's static shared memory; marshal.cpp leaves kStaticSmemReserve of the opt-in limit.
-static_assert(sizeof(amk_instruction_t) + (AMK_MAX_INPUTS + AMK_MAX_OUTPUTS) * sizeof(amk_buffer_t) <=
-                  kStaticSmemReserve,
-              "staged instruction and descriptors exceed the reserved static shared memory");
+static_assert(sizeof(amk_task_record_t) % 16 == 0, "task records are staged in 16-byte vectors");
+constexpr int kRecordVectors = int(sizeof(amk_task_record_t) / 16);
+// The kernel's static shared memory (two staged task records); marshal.cpp leaves
+// kStaticSmemReserve of the opt-in limit.
+static_assert(2 * sizeof(amk_task_record_t) <= kStaticSmemReserve,
+              "two staged task records exceed the reserved static shared memory");
 
-// Copies the descriptors of inst's operands into desc (inputs at [i], outputs at
-// [AMK_MAX_INPUTS + j]), one 16-byte vector per thread.
-__device__ __forceinline__ void stage_descriptors(const amk_program_t& prog,
-                                                  const amk_instruction_t& inst,
-                                                  amk_buffer_t* desc, int tid, int n_threads) {
-  const int n_in = inst.n_inputs, n_vec = (n_in + inst.n_outputs) * kDescriptorVectors;
-  for (int k = tid; k < n_vec; k += n_threads) {
-    const int b = k / kDescriptorVectors, part = k - b * kDescriptorVectors;
-    const bool input = b < n_in;
-    const int id = input ? inst.inputs[b] : inst.outputs[b - n_in];
-    const int slot = input ? b : AMK_MAX_INPUTS + (b - n_in);
-    reinterpret_cast<uint4*>(desc + slot)[part] =
-        reinterpret_cast<const uint4*>(prog.buffers + id)[part];
-  }
+// Starts copying the first n_vectors of a task record into shared memory (cp.async, 16 bytes per
+// thread, L2 only: records are read once per step); cp_async_wait_all + a consumer barrier
+// make it visible. No thread reads `dst` until then.
+__device__ __forceinline__ void prefetch_record(const amk_task_record_t* src,
+                                                amk_task_record_t* dst, int n_vectors, int tid,
+                                                int n_threads) {
+  const uint4* from = reinterpret_cast<const uint4*>(src);
+  const uint32_t to = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  for (int k = tid; k < n_vectors; k += n_threads)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(to + 16u * uint32_t(k)),
+                 "l"(__cvta_generic_to_global(from + k))
+                 : "memory");
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
-__device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_instruction_t* s_inst,
-                                              amk_buffer_t* s_desc, float* scratch,
-                                           int scratch_bytes, WeightRing* ring, int n_threads,
-                                           int queue_begin, int queue_end) {
+__device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_task_record_t* s_rec,
+                                              float* scratch, int scratch_bytes, WeightRing* ring,
+                                              int n_threads, int queue_begin, int queue_end) {
   const int tid = int(threadIdx.x);
   int gemv_started = 0;  // GEMV-family tasks whose waits passed: the producer's pacing signal
   SeenCounter seen;      // thread 0's last satisfied wait (sync.cuh)
+  if (queue_begin >= queue_end) return;
+  // Task k (over all steps) runs from s_rec[k & 1] while record k + 1 streams into the other
+  // one: a task's staging costs no round trip once the queue is under way.
+  prefetch_record(prog.task_records + queue_begin, &s_rec[0], kRecordVectors, tid, n_threads);
+  int k = 0;
   for (int s = 0; s < prog.n_steps; ++s) {
     const uint32_t epoch = prog.epoch + uint32_t(s);
-    for (int q = queue_begin; q < queue_end; ++q) {
-      const int32_t index = prog.sm_queue[q];
-      // Stage the instruction, then its operands' descriptors, in shared memory: two parallel
-      // L2 round trips instead of the chain of dependent loads the op would otherwise make
-      // (instruction -> operand id -> descriptor -> field), which cost more than a tile's math.
-      // No thread reads the previous task's copies after that task's end barrier.
-      if (tid < kInstructionVectors)
-        reinterpret_cast<uint4*>(s_inst)[tid] =
-            reinterpret_cast<const uint4*>(prog.instructions + index)[tid];
+    for (int q = queue_begin; q < queue_end; ++q, ++k) {
+      amk_task_record_t* rec = &s_rec[k & 1];
+      // Every thread's copies of record k have landed; after the barrier, every thread's. The
+      // other buffer's last readers (task k - 1) are past that task's end barrier.
+      cp_async_wait_all();
       consumer_sync(n_threads);
-      const amk_instruction_t& inst = *s_inst;
-      stage_descriptors(prog, inst, s_desc, tid, n_threads);
+      const bool more = q + 1 < queue_end || s + 1 < prog.n_steps;
+      if (more)
+        prefetch_record(prog.task_records + (q + 1 < queue_end ? q + 1 : queue_begin),
+                        &s_rec[(k + 1) & 1], rec->next_vectors, tid, n_threads);
+      const amk_instruction_t& inst = rec->inst;
+      const int32_t index = rec->index;
       // Profiling (amk bench --profile): thread 0 stamps the last step's tasks.
       uint64_t* stamp = prog.profile != nullptr && tid == 0 && s + 1 == prog.n_steps
                             ? prog.profile + 3 * int64_t(index)
@@ -134,7 +141,6 @@ __device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_ins
       // waits, transitively, on such a root, so all of step s is ordered after step s - 1.
       if (s > 0 && inst.n_waits == 0 && !wait_for_previous_step(prog, epoch, tid, n_threads))
         return;
-      // Its barrier also publishes the staged descriptors to every consumer thread.
       if (!wait_for_inputs(prog, inst, epoch, tid, n_threads, seen)) return;
       const bool gemv = is_gemv_family(inst.op);
       const int out_counter = inst.out_counter;
@@ -145,14 +151,17 @@ __device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_ins
       // Only KV_APPEND and ATTENTION_TILE read the step position (their runtime-position flags):
       // the volatile load stays off every other task's path.
       const bool reads_position = inst.op == AMK_OP_KV_APPEND || inst.op == AMK_OP_ATTENTION_TILE;
-      const OpContext c{&prog, &inst, s_desc, scratch, scratch_bytes, tid, n_threads,
+      const OpContext c{&prog, &inst, rec->desc, scratch, scratch_bytes, tid, n_threads,
                         reads_position ? read_position(prog) : -1, ring, q - queue_begin, epoch};
       if (stamp) stamp[1] = global_ns();
       dispatch(c);
       // Any other op may have used the op scratch: the GEMV x cache no longer holds.
       if (tid == 0 && !gemv) ring->x_op = -1;
       // The barrier that ends the instruction doubles as the abort vote (watchdog, op error).
-      if (consumer_any(tid == 0 && abort_requested(prog), n_threads)) return;
+      if (consumer_any(tid == 0 && abort_requested(prog), n_threads)) {
+        cp_async_wait_all();  // no copy may still be writing shared memory when the CTA exits
+        return;
+      }
       if (index == prog.sink_instruction && tid == 0) finish_decode_step(prog, s);
       publish_completion(prog, out_counter, tid);
       if (stamp) stamp[2] = global_ns();
@@ -184,9 +193,9 @@ __global__ void __launch_bounds__(kMaxConsumers + kProducerThreads, 1)
     if (int(threadIdx.x) == n_consumers) ring_producer(prog, *ring, queue_begin, queue_end);
     return;
   }
-  __shared__ __align__(16) amk_instruction_t s_inst;
-  __shared__ __align__(16) amk_buffer_t s_desc[AMK_MAX_INPUTS + AMK_MAX_OUTPUTS];
-  run_consumers(prog, &s_inst, s_desc, scratch, layout.scratch_bytes, ring, n_consumers, queue_begin, queue_end);
+  __shared__ __align__(16) amk_task_record_t s_rec[2];
+  run_consumers(prog, s_rec, scratch, layout.scratch_bytes, ring, n_consumers, queue_begin,
+                queue_end);
 }
 
 namespace {
@@ -202,6 +211,7 @@ using MegakernelFn = void (*)(amk_program_t, MegakernelLayout);
 
 // The build whose launch bounds admit the layout's CTA (layout_ok() already checked the size).
 MegakernelFn kernel_for(const MegakernelLayout& l) {
+  if (l.consumer_threads <= kLeanConsumerThreads) return &amk_megakernel<kLeanConsumerThreads>;
   if (l.consumer_threads <= kSmallConsumerThreads) return &amk_megakernel<kSmallConsumerThreads>;
   return &amk_megakernel<kMaxConsumerThreads>;
 }

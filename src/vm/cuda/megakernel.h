@@ -29,5 +29,9 @@ cudaError_t megakernel_launch(const amk_program_t& prog, const MegakernelLayout&
 // The streaming-read ceiling: sums `bytes` of `src` with 16-byte loads across the whole GPU,
 // writing one partial per CTA into `sink` (>= 4096 floats) so nothing is optimised away.
 cudaError_t stream_read_launch(const void* src, int64_t bytes, float* sink, cudaStream_t stream);
+// The same read through the megakernel's bulk-copy ring (one CTA per SM, `stages` x
+// `chunk_bytes` of shared memory); *bytes_read is what it covers (whole chunks per CTA).
+cudaError_t bulk_ring_read_launch(const void* src, int64_t bytes, int chunk_bytes, int stages,
+                                  float* sink, cudaStream_t stream, int64_t* bytes_read);
 
 }  // namespace amk::cuda

@@ -4,9 +4,9 @@
 
 namespace amk::cuda {
 
-// Shared memory the kernel declares statically (the staged instruction and operand
-// descriptors); the planner leaves it out of the dynamic budget.
-inline constexpr int kStaticSmemReserve = 2048;
+// Shared memory the kernel declares statically (two staged task records, abi.h
+// amk_task_record_t, 1392 bytes each); the planner leaves it out of the dynamic budget.
+inline constexpr int kStaticSmemReserve = 3072;
 
 // Dynamic shared memory of one CTA:
 //   [0, scratch_bytes)                          op scratch (OpContext::scratch)

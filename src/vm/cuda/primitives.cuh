@@ -32,14 +32,24 @@ __device__ __forceinline__ float block_sum(float v, float* red, int tid, int n_t
   return total;
 }
 
+// An L2 policy for bytes read exactly once per step (the weights): evict them first. The weight
+// stream is ~50x the L2 per step; left at the default policy it flushes everything else there:
+// the activations other SMs just wrote, the task records, the KV cache, and the megakernel's own
+// code, whose instruction fetches then go to DRAM on every task.
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
 // 16 bytes of a read-only stream (weights; the bandwidth probe) that is read exactly once: the
-// non-coherent path, kept out of L1 where it would only evict activations. NEVER for buffers
-// other CTAs write during the launch (activations, KV).
+// non-coherent path, kept out of L1 where it would only evict activations, and evicted first
+// from L2. NEVER for buffers other CTAs write during the launch (activations, KV).
 __device__ __forceinline__ uint4 load_stream16(const uint4* p) {
   uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
+               : "l"(p), "l"(evict_first_policy()));
   return v;
 }
 

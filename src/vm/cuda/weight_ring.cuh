@@ -18,6 +18,7 @@
 
 #include "amk/abi.h"
 #include "vm/cuda/device_common.cuh"
+#include "vm/cuda/primitives.cuh"
 #include "vm/cuda/sync.cuh"
 
 namespace amk::cuda {
@@ -55,13 +56,13 @@ __device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity) {
   return done != 0u;
 }
 // 1-D bulk copy global -> shared, completing `bytes` of transaction count on `bar`. dst, src and
-// bytes are multiples of 16.
+// bytes are multiples of 16. `policy`: an L2 cache policy (evict_first_policy() for weights).
 __device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uint32_t bytes,
-                                              uint32_t bar) {
+                                              uint32_t bar, uint64_t policy) {
   asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-          "r"(dst),
-      "l"(__cvta_generic_to_global(src)), "r"(bytes), "r"(bar)
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], "
+      "[%1], %2, [%3], %4;" ::"r"(dst),
+      "l"(__cvta_generic_to_global(src)), "r"(bytes), "r"(bar), "l"(policy)
       : "memory");
 }
 
@@ -150,8 +151,8 @@ struct RingTile {
 // out of bounds, whatever the consumers later decide), 16-byte aligned base and row length
 // (then every chunk's address and size are multiples of 16), a row that fits one stage, and a
 // single activation row (a multi-row x is looped row by row over global weights, gemv.cuh).
-// `desc(i)` is input i's descriptor: the producer reads the global table, the consumers their
-// shared-memory copies (device_common.cuh), so both decide from identical bytes.
+// `desc(i)` is input i's descriptor: the producer reads the task record in global memory, the
+// consumers their shared-memory copy of it, so both decide from identical bytes.
 template <typename InputDesc>
 __device__ __forceinline__ RingTile ring_tile(const amk_instruction_t& inst, const WeightRing& ring,
                                               InputDesc desc) {
@@ -208,15 +209,18 @@ __device__ __forceinline__ bool producer_wait_empty(const amk_program_t& prog,
 __device__ __forceinline__ void ring_producer(const amk_program_t& prog, WeightRing& ring,
                                            int queue_begin, int queue_end) {
   RingCursor cur{0, 0u};
+  const uint64_t policy = evict_first_policy();  // weights are read once per step
   int64_t issued = 0;     // chunks copied so far
   int64_t gemv_task = 0;  // index of the GEMV-family task in the consumers' sequence
   for (int s = 0; s < prog.n_steps; ++s) {
     for (int q = queue_begin; q < queue_end; ++q) {
-      const amk_instruction_t& inst = prog.instructions[prog.sm_queue[q]];
+      // The task record: the instruction and its descriptors in one place (one round trip).
+      const amk_task_record_t& rec = prog.task_records[q];
+      const amk_instruction_t& inst = rec.inst;
       if (!is_gemv_family(inst.op)) continue;
       const int64_t task = gemv_task++;
-      const RingTile t = ring_tile(
-          inst, ring, [&](int i) -> const amk_buffer_t& { return prog.buffers[inst.inputs[i]]; });
+      const RingTile t =
+          ring_tile(inst, ring, [&](int i) -> const amk_buffer_t& { return rec.desc[i]; });
       if (!t.eligible) continue;
       // Pipelining depth d (M_tile): start task j once the consumers have started task j - d.
       const int64_t depth = inst.params.M_tile > 0 ? inst.params.M_tile : 0;
@@ -228,7 +232,7 @@ __device__ __forceinline__ void ring_producer(const amk_program_t& prog, WeightR
         const uint32_t full = ring.full_bar(cur.stage);
         mbar_arrive_expect_tx(full, bytes);
         bulk_copy_g2s(ring.stage_base_smem + uint32_t(cur.stage) * uint32_t(ring.chunk_bytes),
-                      t.src + int64_t(row) * t.row_bytes, bytes, full);
+                      t.src + int64_t(row) * t.row_bytes, bytes, full, policy);
         ++issued;
         cur.advance(ring.n_stages);
       }

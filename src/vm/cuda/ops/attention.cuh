@@ -336,10 +336,11 @@ __device__ __forceinline__ float4 load_f4_or_zero(const float* p, bool ok) {
 // Phase 1: scores of keys [j0, j0 + n) for every head into s.sc[j][h] (scaled).
 template <int F>
 __device__ __forceinline__ void fast_attn_scores(const OpContext& c, const AttentionShape& a,
-                                                 const float* q, const float* kc, int64_t j0,
-                                                 int n, const FastAttnScratch& s) {
-  constexpr int RB = F == 2 ? 4 : 2;  // q heads in registers at once (RB * F float4)
-  constexpr int U = F == 2 ? 4 : 2;   // K rows a thread has in flight (U * F float4)
+                                                 const float* q, const float* k0,
+                                                 int64_t row_stride, int n,
+                                                 const FastAttnScratch& s) {
+  constexpr int RB = 2;  // q heads in registers at once (RB * F float4)
+  constexpr int U = 2;   // K rows a thread has in flight (U * F float4)
   const int D = a.head_dim, G = a.n_kv_heads, R = a.n_heads / a.n_kv_heads, n4 = D / 4;
   int L = 1;
   while (L * F < n4) L <<= 1;  // lanes per row: <= 16 for head_dim <= 256
@@ -359,9 +360,8 @@ __device__ __forceinline__ void fast_attn_scores(const OpContext& c, const Atten
   } else {
     g0 = slot, g_step = n_slots, kphase = 0, kstride = 1;
   }
-  const int64_t row_stride = a.kv_stride;
   for (int g = g0; g < G; g += g_step) {
-    const float* k_rows = kc + j0 * row_stride + int64_t(g) * D;
+    const float* k_rows = k0 + int64_t(g) * D;
     for (int hb = 0; hb < R; hb += RB) {
       float4 qv[RB][F];
 #pragma unroll
@@ -454,16 +454,18 @@ __device__ __forceinline__ void fast_attn_softmax(const OpContext& c, int n_head
 // Phase 3: acc[h] = acc[h] * corr[h] + sum_j p[h][j] v_j over keys [j0, j0 + n).
 template <int W>
 __device__ __forceinline__ void fast_attn_values(const OpContext& c, const AttentionShape& a,
-                                                 const float* vc, int64_t j0, int n,
+                                                 const float* v0, int64_t row_stride, int n,
                                                  const FastAttnScratch& s) {
-  constexpr int U3 = W == 4 ? 8 : 16;  // V loads a thread has in flight
-  constexpr int AB = 16 / W;           // heads accumulated in registers at once
+  // Small unrolls on purpose: this loop's code is fetched again on every task (the weight stream
+  // keeps the L2 busy), and 16 x 16 unrolled bodies cost more in instruction fetch than they
+  // save in issue slots.
+  constexpr int U3 = 8;                // V loads a thread has in flight
+  constexpr int AB = W == 1 ? 4 : 16 / W;  // heads accumulated in registers at once
   const int D = a.head_dim, G = a.n_kv_heads, R = a.n_heads / a.n_kv_heads;
-  const int64_t row_stride = a.kv_stride;
   const int units = G * D / W;  // the task's KV heads' columns of a V row
   for (int unit = c.tid; unit < units; unit += c.n_threads) {
     const int e = unit * W, g = e / D, d = e - g * D;
-    const float* v_col = vc + j0 * row_stride + e;
+    const float* v_col = v0 + e;
     for (int hb = 0; hb < R; hb += AB) {
       const int h0 = g * R + hb;
       float acc[AB][W];
@@ -513,13 +515,32 @@ __device__ __forceinline__ void fast_attn_values(const OpContext& c, const Atten
   }
 }
 
+// Starts copying keys [0, n) of rows `src` (row stride `stride` floats, row_floats of them
+// each: the task's KV heads) into dst [n][row_floats] with cp.async, every thread's copies in
+// flight at once (16 bytes each, L2 only: another SM appended this step's row).
+__device__ __forceinline__ void stage_kv_rows(const OpContext& c, const float* src, int64_t stride,
+                                              int n, int row_floats, float* dst) {
+  const int vec_per_row = row_floats / 4;
+  const uint32_t to = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  for (int k = c.tid; k < n * vec_per_row; k += c.n_threads) {
+    const int j = k / vec_per_row, v = k - j * vec_per_row;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
+                     to + 16u * uint32_t(j * vec_per_row + v)),
+                 "l"(__cvta_generic_to_global(src + int64_t(j) * stride + 4 * v))
+                 : "memory");
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+// staged: each chunk's K and V rows of the task's KV heads are first copied to shared memory
+// with every load in flight at once (one memory latency per chunk), and the three phases read
+// them there; otherwise the phases read the cache directly (several dependent latencies).
 template <int F, int W>
-__device__ void attention_tile_fast(const OpContext& c, const AttentionShape& a, int chunk) {
+__device__ void attention_tile_fast(const OpContext& c, const AttentionShape& a, int chunk,
+                                    bool staged) {
   const float* q = a.q;
-  const float* kc = a.k;
-  const float* vc = a.v;
   float* out = static_cast<float*>(out_buf(c, 0).ptr);
-  const int H = a.n_heads, D = a.head_dim;
+  const int H = a.n_heads, D = a.head_dim, row_floats = a.n_kv_heads * D;
   FastAttnScratch s;
   s.acc = c.scratch;
   s.m = s.acc + int64_t(H) * D;
@@ -528,18 +549,34 @@ __device__ void attention_tile_fast(const OpContext& c, const AttentionShape& a,
   s.sc = s.corr + H;
   s.sc_stride = H | 1;
   s.chunk = chunk;
+  // Staged rows after the scores, 16-byte aligned (the scratch base is; sc need not be).
+  float* k_stage =
+      c.scratch + (((s.sc - c.scratch) + int64_t(chunk) * s.sc_stride + 3) & ~int64_t(3));
+  float* v_stage = k_stage + int64_t(chunk) * row_floats;
   for (int64_t e = c.tid; e < int64_t(H) * D; e += c.n_threads) s.acc[e] = 0.0f;
   for (int h = c.tid; h < H; h += c.n_threads) s.m[h] = neg_inf(), s.l[h] = 0.0f;
   // No barrier before the first scores: acc, m and l are first read after the next one.
   for (int64_t j0 = a.kv_start; j0 < a.kv_start + a.kv_len; j0 += chunk) {
     const int64_t left = a.kv_start + a.kv_len - j0;
     const int n = left < chunk ? int(left) : chunk;
-    fast_attn_scores<F>(c, a, q, kc, j0, n, s);
+    const float* k0 = a.k + j0 * a.kv_stride;
+    const float* v0 = a.v + j0 * a.kv_stride;
+    int64_t stride = a.kv_stride;
+    if (staged) {
+      stage_kv_rows(c, k0, stride, n, row_floats, k_stage);
+      stage_kv_rows(c, v0, stride, n, row_floats, v_stage);
+      asm volatile("cp.async.wait_all;" ::: "memory");
+      consumer_sync(c.n_threads);
+      k0 = k_stage;
+      v0 = v_stage;
+      stride = row_floats;
+    }
+    fast_attn_scores<F>(c, a, q, k0, stride, n, s);
     consumer_sync(c.n_threads);
     fast_attn_softmax(c, H, n, s);
     consumer_sync(c.n_threads);
-    fast_attn_values<W>(c, a, vc, j0, n, s);
-    consumer_sync(c.n_threads);  // the next chunk's scores overwrite the weights
+    fast_attn_values<W>(c, a, v0, stride, n, s);
+    consumer_sync(c.n_threads);  // the next chunk's scores (and rows) overwrite these
   }
   if (a.kv_len == 0) consumer_sync(c.n_threads);  // the init above before the reads below
   const int width = a.partial ? D + 2 : D;
@@ -557,33 +594,29 @@ __device__ void attention_tile_fast(const OpContext& c, const AttentionShape& a,
 }
 
 // The fast path's key chunk for this scratch, or 0 when it does not fit (the warp path runs).
-__device__ __forceinline__ int fast_attn_chunk(const OpContext& c, const AttentionShape& a) {
+// *staged: the chunk also leaves room for its K and V rows (at least kAttnMinStagedKeys keys).
+inline constexpr int kAttnMinStagedKeys = 16;
+__device__ __forceinline__ int fast_attn_chunk(const OpContext& c, const AttentionShape& a,
+                                               bool* staged) {
   const int64_t floats = c.scratch_bytes / int64_t(sizeof(float));
-  const int64_t room = floats - fast_attn_fixed_floats(a.n_heads, a.head_dim);
-  const int64_t chunk = room > 0 ? room / (a.n_heads | 1) : 0;
+  const int64_t room = floats - fast_attn_fixed_floats(a.n_heads, a.head_dim) - 4;  // 4: alignment
+  const int64_t stride = a.n_heads | 1;
+  const int64_t staged_chunk = room > 0 ? room / (stride + 2 * int64_t(a.n_kv_heads) * a.head_dim) : 0;
+  *staged = staged_chunk >= kAttnMinStagedKeys;
+  const int64_t chunk = *staged ? staged_chunk : (room > 0 ? room / stride : 0);
   if (chunk < kAttnMinChunkKeys) return 0;
   return chunk < kAttnChunkKeys ? int(chunk) : kAttnChunkKeys;
 }
 
-template <int F>
+// The variants the megakernel carries. Its code is one kernel of every op, and every op it
+// runs must come back into the instruction cache through an L2 that the weight stream keeps
+// flushing, so each extra instantiation costs real time (a 780 KB kernel with 12 fast-path
+// shapes spent 20 us per 64-key block): one fast path shape, F = 2 float4 per lane of a key
+// row (head_dim <= 256 with up to 32 lanes per row) and one float of V per thread, staged or
+// not by a run-time flag, and the warp path only for head_dim % 4 != 0.
 __device__ void attention_tile_fast_by_width(const OpContext& c, const AttentionShape& a,
-                                             int chunk) {
-  // Widest V slice that still gives every thread a slice of its own.
-  const int64_t row = int64_t(a.n_kv_heads) * a.head_dim;
-  if (row / 4 >= c.n_threads) return attention_tile_fast<F, 4>(c, a, chunk);
-  if (row / 2 >= c.n_threads) return attention_tile_fast<F, 2>(c, a, chunk);
-  attention_tile_fast<F, 1>(c, a, chunk);
-}
-
-// Picks the slice shape from head_dim and the GQA chunk from rep = n_heads / n_kv_heads.
-template <int VEC, int NV>
-__device__ void attention_tile_by_group(const OpContext& c, const AttentionShape& a) {
-  const int rep = a.n_heads / a.n_kv_heads;
-  if constexpr (VEC * NV <= 4) {  // head_dim <= 128: up to 4 heads share each k/v row
-    if (rep % 4 == 0) return attention_tile_impl<VEC, NV, 4>(c, a);
-  }
-  if (rep % 2 == 0) return attention_tile_impl<VEC, NV, 2>(c, a);
-  attention_tile_impl<VEC, NV, 1>(c, a);
+                                             int chunk, bool staged) {
+  attention_tile_fast<2, 1>(c, a, chunk, staged);
 }
 
 __device__ inline void op_attention_tile(const OpContext& c) {
@@ -632,17 +665,12 @@ __device__ inline void op_attention_tile(const OpContext& c) {
 
   const bool vec4 = a.head_dim % 4 == 0 && is_aligned16(a.q) && is_aligned16(a.k) &&
                     is_aligned16(a.v);
-  const int chunk = vec4 ? fast_attn_chunk(c, a) : 0;
-  if (chunk > 0 && a.head_dim <= 128)
-    attention_tile_fast_by_width<2>(c, a, chunk);
-  else if (chunk > 0)
-    attention_tile_fast_by_width<4>(c, a, chunk);
-  else if (vec4 && a.head_dim <= 128)
-    attention_tile_by_group<4, 1>(c, a);
-  else if (vec4)
-    attention_tile_by_group<4, 2>(c, a);
+  bool staged = false;
+  const int chunk = vec4 ? fast_attn_chunk(c, a, &staged) : 0;
+  if (chunk > 0)
+    attention_tile_fast_by_width(c, a, chunk, staged);
   else
-    attention_tile_impl<1, 8, 1>(c, a);  // head_dim % 4 != 0: one float per lane per 32 dims
+    attention_tile_impl<1, 8, 1>(c, a);  // one float per lane per 32 dims: any head_dim <= 256
 }
 
 __device__ inline void op_attention_combine(const OpContext& c) {
@@ -682,7 +710,7 @@ __device__ inline void op_attention_combine(const OpContext& c) {
   // A thread merges kCombineElems output elements per pass and issues all their partials'
   // loads (acc, m, l of every shard) before using any: the shards were just written by other
   // SMs, so each load is an L2 round trip and only many in flight hide it.
-  constexpr int kCombineElems = 2;
+  constexpr int kCombineElems = 1;
   const int64_t step = int64_t(c.n_threads) * kCombineElems;
   for (int64_t e0 = c.tid; e0 < on; e0 += step) {
     float acc_p[kCombineElems][AMK_MAX_INPUTS], m_p[kCombineElems][AMK_MAX_INPUTS],

@@ -44,9 +44,12 @@ __device__ inline void op_rope(const OpContext& c) {
   const amk_buffer_t& x = in_buf(c, 0);
   const amk_buffer_t& positions = in_buf(c, 1);
   const amk_buffer_t& out = out_buf(c, 0);
-  if ((x.rank != 2 && x.rank != 3) || x.shape[x.rank - 1] != head_dim) return op_fail(c, code + 2);
+  // [n_heads, head_dim], [S, n_heads, head_dim], or a flat row [1, n_heads * head_dim].
+  const bool flat_row = x.rank == 2 && x.shape[0] == 1 && x.shape[1] % head_dim == 0;
+  if ((x.rank != 2 && x.rank != 3) || (x.shape[x.rank - 1] != head_dim && !flat_row))
+    return op_fail(c, code + 2);
   const int64_t S = x.rank == 3 ? x.shape[0] : 1;
-  const int64_t heads = x.shape[x.rank - 2];
+  const int64_t heads = x.shape[x.rank - 1] == head_dim ? x.shape[x.rank - 2] : x.shape[1] / head_dim;
   if (positions.dtype != AMK_DTYPE_I32 || positions.numel != S) return op_fail(c, code + 3);
   if (out.numel != x.numel || !is_f32_or_bf16(x.dtype) || !is_f32_or_bf16(out.dtype))
     return op_fail(c, code + 4);

@@ -37,10 +37,20 @@ constexpr int rope_scratch_bytes(int head_dim) { return head_dim * 8; }
 // group (2 when head_dim > 128), each with one [acc | m | l] slot of head_dim + 2 floats.
 inline constexpr int kAttnScratchSoftCapBytes = 24 * 1024;
 
-constexpr int attention_split_scratch_bytes(int head_dim, int n_heads, int consumer_threads) {
+//
+// A task whose KV heads are few (a head range, tiling.attention.kv_heads) also stages each
+// 64-key chunk's K and V rows of its KV heads in shared memory (2 x 64 x n_kv_heads x head_dim
+// floats) when that fits kAttnStagingCapBytes: one memory latency per chunk instead of several.
+inline constexpr int kAttnStagingCapBytes = 64 * 1024;
+
+constexpr int attention_split_scratch_bytes(int head_dim, int n_heads, int n_kv_heads,
+                                            int consumer_threads) {
   if (n_heads > 0 && head_dim > 0 && head_dim % 4 == 0) {
     const int fixed = n_heads * head_dim + 3 * n_heads;  // floats
     const int stride = n_heads | 1;
+    const int staging = n_kv_heads > 0 ? 2 * 64 * n_kv_heads * head_dim : 0;  // floats
+    if (staging > 0 && staging * 4 <= kAttnStagingCapBytes)
+      return round_up16((fixed + 4 + 64 * stride + staging) * 4);
     int chunk = (kAttnScratchSoftCapBytes / 4 - fixed) / stride;
     chunk = chunk > 64 ? 64 : (chunk < 16 ? 16 : chunk);
     return round_up16((fixed + chunk * stride) * 4);

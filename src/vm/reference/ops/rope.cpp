@@ -35,9 +35,12 @@ void rotate_half(const OpContext& c, int64_t head_dim, const std::vector<float>&
   if (x.shape.size() != 2 && x.shape.size() != 3)
     c.fail("input 0 (x) must be [n_heads, head_dim] or [S, n_heads, head_dim], got shape " +
            shape_str(x.shape));
-  if (x.shape.back() != head_dim)
+  // A flat row [1, n_heads * head_dim] (a GEMV's output) is read as [n_heads, head_dim]: the
+  // same elements, so the lowering needs no reshaping COPY before RoPE.
+  const bool flat_row = x.shape.size() == 2 && x.shape[0] == 1 && x.shape[1] % head_dim == 0;
+  if (x.shape.back() != head_dim && !flat_row)
     c.fail("input 0 (x) has shape " + shape_str(x.shape) + ", its last dimension must equal "
-           "param head_dim " + std::to_string(head_dim));
+           "param head_dim " + std::to_string(head_dim) + " (or be a flat row of whole heads)");
   if (!is_integer_dtype(positions.dtype))
     c.fail("input 1 (positions) must have an integer dtype, got " +
            std::string(name_of(positions.dtype)));
@@ -48,7 +51,7 @@ void rotate_half(const OpContext& c, int64_t head_dim, const std::vector<float>&
   require_float(c, c.output(0), "output 0");
   require_numel(c, c.output(0), "output 0", x.numel(), "the size of input 0");
 
-  const int64_t heads = x.shape[x.shape.size() - 2];
+  const int64_t heads = x.shape.back() == head_dim ? x.shape[x.shape.size() - 2] : x.shape[1] / head_dim;
   const int64_t half = head_dim / 2;
   std::vector<double> v = load_all(x);
   std::vector<double> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
