@@ -451,20 +451,37 @@ __device__ __forceinline__ void fast_attn_softmax(const OpContext& c, int n_head
   }
 }
 
-// Phase 3: acc[h] = acc[h] * corr[h] + sum_j p[h][j] v_j over keys [j0, j0 + n).
+// Phase 3: acc[h] = acc[h] * corr[h] + sum_j p[h][j] v_j over keys [j0, j0 + n). A work item
+// is W consecutive dims of one KV head (V rows of the task's KV heads are contiguous) for the
+// group's heads. With `red` (room for splits x n_heads x head_dim floats), the chunk's keys are
+// also split over `splits` items per column so that every thread works (a task of one KV head
+// has only head_dim columns): each leaves its partial sum in red, and one pass folds them in
+// split order (deterministic).
 template <int W>
 __device__ __forceinline__ void fast_attn_values(const OpContext& c, const AttentionShape& a,
                                                  const float* v0, int64_t row_stride, int n,
-                                                 const FastAttnScratch& s) {
+                                                 const FastAttnScratch& s, float* red,
+                                                 int64_t red_floats) {
   // Small unrolls on purpose: this loop's code is fetched again on every task (the weight stream
   // keeps the L2 busy), and 16 x 16 unrolled bodies cost more in instruction fetch than they
   // save in issue slots.
-  constexpr int U3 = 8;                // V loads a thread has in flight
+  constexpr int U3 = 8;                    // V loads a thread has in flight
   constexpr int AB = W == 1 ? 4 : 16 / W;  // heads accumulated in registers at once
-  const int D = a.head_dim, G = a.n_kv_heads, R = a.n_heads / a.n_kv_heads;
+  const int D = a.head_dim, G = a.n_kv_heads, R = a.n_heads / a.n_kv_heads, H = a.n_heads;
   const int units = G * D / W;  // the task's KV heads' columns of a V row
-  for (int unit = c.tid; unit < units; unit += c.n_threads) {
+  int splits = 1;
+  if (red != nullptr) {
+    splits = c.n_threads / units;
+    splits = splits < 8 ? splits : 8;
+    splits = splits < n ? splits : n;
+    while (splits > 1 && int64_t(splits) * H * D > red_floats) --splits;
+    if (splits < 1) splits = 1;
+  }
+  const int per = (n + splits - 1) / splits;
+  for (int item = c.tid; item < units * splits; item += c.n_threads) {
+    const int unit = item % units, split = item / units;
     const int e = unit * W, g = e / D, d = e - g * D;
+    const int j_begin = split * per, j_end = j_begin + per < n ? j_begin + per : n;
     const float* v_col = v0 + e;
     for (int hb = 0; hb < R; hb += AB) {
       const int h0 = g * R + hb;
@@ -473,11 +490,11 @@ __device__ __forceinline__ void fast_attn_values(const OpContext& c, const Atten
       for (int r = 0; r < AB; ++r)
 #pragma unroll
         for (int w = 0; w < W; ++w) acc[r][w] = 0.0f;
-      for (int j = 0; j < n; j += U3) {
+      for (int j = j_begin; j < j_end; j += U3) {
         float v[U3][W];
 #pragma unroll
         for (int u = 0; u < U3; ++u) {
-          const bool ok = j + u < n;
+          const bool ok = j + u < j_end;
           const float* src = v_col + int64_t(j + u) * row_stride;
           if constexpr (W == 4) {
             const float4 x = load_f4_or_zero(src, ok);
@@ -491,7 +508,7 @@ __device__ __forceinline__ void fast_attn_values(const OpContext& c, const Atten
         }
 #pragma unroll
         for (int u = 0; u < U3; ++u) {
-          if (j + u >= n) break;
+          if (j + u >= j_end) break;
           const float* p_row = s.sc + (j + u) * s.sc_stride + h0;
 #pragma unroll
           for (int r = 0; r < AB; ++r) {
@@ -506,12 +523,25 @@ __device__ __forceinline__ void fast_attn_values(const OpContext& c, const Atten
       for (int r = 0; r < AB; ++r) {
         if (hb + r >= R) break;
         const int h = h0 + r;
-        const float corr = s.corr[h];
-        float* dst = s.acc + int64_t(h) * D + d;
+        if (splits == 1) {
+          const float corr = s.corr[h];
+          float* dst = s.acc + int64_t(h) * D + d;
 #pragma unroll
-        for (int w = 0; w < W; ++w) dst[w] = fmaf(dst[w], corr, acc[r][w]);
+          for (int w = 0; w < W; ++w) dst[w] = fmaf(dst[w], corr, acc[r][w]);
+        } else {
+          float* dst = red + (int64_t(split) * H + h) * D + d;
+#pragma unroll
+          for (int w = 0; w < W; ++w) dst[w] = acc[r][w];
+        }
       }
     }
+  }
+  if (splits == 1) return;
+  consumer_sync(c.n_threads);
+  for (int64_t e = c.tid; e < int64_t(H) * D; e += c.n_threads) {
+    float sum = 0.0f;
+    for (int k = 0; k < splits; ++k) sum += red[int64_t(k) * H * D + e];
+    s.acc[e] = fmaf(s.acc[e], s.corr[e / D], sum);
   }
 }
 
@@ -575,7 +605,10 @@ __device__ void attention_tile_fast(const OpContext& c, const AttentionShape& a,
     consumer_sync(c.n_threads);
     fast_attn_softmax(c, H, n, s);
     consumer_sync(c.n_threads);
-    fast_attn_values<W>(c, a, v0, stride, n, s);
+    // Staged: the K rows are dead once the scores exist, so their room holds the values'
+    // per-split partial sums.
+    fast_attn_values<W>(c, a, v0, stride, n, s, staged ? k_stage : nullptr,
+                        int64_t(chunk) * row_floats);
     consumer_sync(c.n_threads);  // the next chunk's scores (and rows) overwrite these
   }
   if (a.kv_len == 0) consumer_sync(c.n_threads);  // the init above before the reads below
