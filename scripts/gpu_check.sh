@@ -15,7 +15,8 @@
 #                   its split-KV block assumes the 512-token context the benchmarks use)
 #
 # Steps: GPU info and clocks; the GPU tests; compute-sanitizer memcheck and racecheck on the
-# tiny-llama oracle (fp32, --device cuda); `amk bench` on llama-3.2-1b (+ torch peer),
+# tiny-llama oracle (fp32, --device cuda); `amk bench` on llama-3.2-1b (+ torch peer, then the
+# 1,000-token LongGeneration test on that checkpoint),
 # qwen3-0.6b (+ torch peer) and llama-3.1-8b. Every step runs under `timeout`; a failure is
 # reported and the script goes on. Logs and JSON go to $OUT when it is set (the device tool
 # returns at most 8 files from it: bench-*.json, results.tsv, summary.txt and logs.tar.gz),
@@ -119,7 +120,9 @@ for tool in memcheck racecheck; do
     "$amk" oracle "$fixture" --expected "$fixture/expected.safetensors" --device cuda --weights fp32 \
     --timeout 120 "${ring[@]}"
   rc=$?
-  errors=$(grep -oE 'ERROR SUMMARY: [0-9]+' "$logs/$tool.log" | grep -oE '[0-9]+$' | tail -1)
+  # memcheck ends with "ERROR SUMMARY: N errors", racecheck with "RACECHECK SUMMARY: N hazards".
+  errors=$(grep -oE '(ERROR SUMMARY: [0-9]+|RACECHECK SUMMARY: [0-9]+)' "$logs/$tool.log" |
+    grep -oE '[0-9]+$' | tail -1)
   oracle=$(grep -oE '^(PASS|FAIL)$' "$logs/$tool.log" | tail -1)
   record "$tool" "$(verdict_of $rc)" "sanitizer errors: ${errors:-?}, oracle: ${oracle:-?}"
 done
@@ -149,6 +152,15 @@ PY
   # A peer that was asked for and did not run is a failed step too: the comparison is missing.
   if [[ "$verdict" == PASS && "$detail" == *"peer failed"* ]]; then verdict="FAIL (peer)"; fi
   record "bench $preset" "$verdict" "${detail:-no report}"
+  # While the llama-3.2-1b checkpoint exists: 1,000 greedy tokens on the device, no hang.
+  if [[ $preset == llama-3.2-1b && -d "$work/$preset" ]]; then
+    run_step long-generation 120 env AMK_SOURCE_DIR="$root" AMK_LONG_MODEL_DIR="$work/$preset" \
+      "$bin/amk_gpu_tests" --gtest_filter=CudaVm.LongGeneration
+    local lrc=$?
+    local lverdict; lverdict=$(verdict_of $lrc)
+    grep -q '\[  SKIPPED \]' "$logs/long-generation.log" && lverdict="FAIL (skipped)"
+    record "long generation" "$lverdict" "1000 greedy tokens on llama-3.2-1b"
+  fi
   rm -rf "${work:?}/$preset"
 }
 bench llama-3.2-1b 200 --peer
