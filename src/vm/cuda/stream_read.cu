@@ -108,6 +108,14 @@ __global__ void __launch_bounds__(32 * (kRingConsumerWarps + 1), 1)
   if (lane == 0) sink[blockIdx.x * kRingConsumerWarps + warp] = float(acc);
 }
 
+// The current device's multiprocessor count.
+cudaError_t current_sm_count(int* sms) {
+  int device = 0;
+  const cudaError_t e = cudaGetDevice(&device);
+  if (e != cudaSuccess) return e;
+  return cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, device);
+}
+
 }  // namespace
 
 cudaError_t bulk_ring_read_launch(const void* src, int64_t bytes, int chunk_bytes, int stages,
@@ -115,10 +123,8 @@ cudaError_t bulk_ring_read_launch(const void* src, int64_t bytes, int chunk_byte
   if (bytes < 0 || sink == nullptr || src == nullptr || reinterpret_cast<uintptr_t>(src) % 16 != 0 ||
       chunk_bytes < 16 || chunk_bytes % 16 != 0 || stages < 1 || bytes_read == nullptr)
     return cudaErrorInvalidValue;
-  int device = 0, sms = 0;
-  cudaError_t e = cudaGetDevice(&device);
-  if (e != cudaSuccess) return e;
-  e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  int sms = 0;
+  cudaError_t e = current_sm_count(&sms);
   if (e != cudaSuccess) return e;
   sms = sms < kMaxCtas / kRingConsumerWarps ? sms : kMaxCtas / kRingConsumerWarps;
   const int64_t per_cta = bytes / sms / chunk_bytes * chunk_bytes;
@@ -136,10 +142,8 @@ cudaError_t stream_read_launch(const void* src, int64_t bytes, float* sink, cuda
   if (bytes < 0 || sink == nullptr || (bytes > 0 && src == nullptr) ||
       reinterpret_cast<uintptr_t>(src) % 16 != 0)
     return cudaErrorInvalidValue;
-  int device = 0, sms = 0;
-  cudaError_t e = cudaGetDevice(&device);
-  if (e != cudaSuccess) return e;
-  e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  int sms = 0;
+  const cudaError_t e = current_sm_count(&sms);
   if (e != cudaSuccess) return e;
   int ctas = sms * kCtasPerSm;
   if (ctas > kMaxCtas) ctas = kMaxCtas;
