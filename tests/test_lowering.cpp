@@ -337,6 +337,21 @@ TEST(Lowering, KnobsDoNotChangeTheLogits) {
   const ExpectedOutputs e = load_expected(kFixtures / "tiny-qwen3" / "expected.safetensors");
   ScheduleConfig split;
   split.tiling = {{"attention", {{"kv_block", 5}}}, {"gemv", {{"N_tile", 24}}}};
+  ScheduleConfig argmax_split;  // partial argmaxes of 7 logits + a reduce: the same tokens
+  argmax_split.tiling = {{"sample_argmax", {{"N_tile", 7}}}};
+  {
+    const Program p = lower(ck.config(), argmax_split, h100(), 20);
+    int64_t partials = 0;
+    for (const Task& t : p.tasks) partials += t.op == Op::SAMPLE_ARGMAX && t.params.find("m_off");
+    EXPECT_EQ(partials, (ck.config().vocab_size + 7) / 8);  // slices rounded up to 8 logits
+  }
+  ReferenceDecoder d(ck, lower(ck.config(), argmax_split, h100(), 20));
+  ReferenceDecoder whole(ck, lower(ck.config(), {}, h100(), 20));
+  for (int64_t i = 0; i < 20; ++i) {
+    d.step(e.sequence_ids[size_t(i)]);
+    whole.step(e.sequence_ids[size_t(i)]);
+    ASSERT_EQ(d.last_next_token(), whole.last_next_token()) << "position " << i;
+  }
   ScheduleConfig by_head = split;
   by_head.tiling = {{"attention", {{"kv_block", 5}, {"kv_heads", 1}}}, {"gemv", {{"N_tile", 24}}}};
   ReferenceDecoder a(ck, lower(ck.config(), {}, h100(), 20));

@@ -1238,6 +1238,44 @@ TEST(OpSoftmax, EveryDimAndLargeLogits) {
 }
 
 // ==== SAMPLE_ARGMAX ==========================================================================
+// Partial argmaxes over slices, then a reduce of their (value, index) pairs: the whole-row
+// argmax, ties (first index) and NaN (first NaN) included, whatever the slicing.
+TEST(OpSampleArgmax, PartialsAndReduceEqualTheWholeRow) {
+  std::mt19937 rng(92);
+  for (int trial = 0; trial < 6; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    Tensor l = rnd(DType::F32, {1, 37}, rng, -3, 3);
+    if (trial >= 1) l.set(5, 9.0f), l.set(30, 9.0f);  // a tie across slices: 5 wins
+    if (trial >= 3) l.set(21, kNaN), l.set(33, kNaN);  // the first NaN wins
+    Tensor whole = Tensor::zeros(DType::I32, {1});
+    run(Op::SAMPLE_ARGMAX, {}, {&l}, {&whole});
+    for (int64_t n : {1, 4, 8, 13, 36, 37}) {
+      const int64_t parts = (37 + n - 1) / n;
+      Tensor pairs = filled(DType::F32, {parts, 2}, kNaN);
+      for (int64_t k = 0; k < parts; ++k)
+        run(Op::SAMPLE_ARGMAX, Prm().i("n_off", k * n).i("N_tile", std::min(n, 37 - k * n)).i("m_off", k),
+            {&l}, {&pairs});
+      Tensor tok = Tensor::zeros(DType::I32, {1});
+      run(Op::SAMPLE_ARGMAX, Prm().i("flags", 1), {&pairs}, {&tok});
+      EXPECT_EQ(tok.get_int(0), whole.get_int(0)) << "slices of " << n;
+    }
+  }
+  const Tensor l = Tensor::zeros(DType::F32, {1, 8});
+  Tensor pairs = Tensor::zeros(DType::F32, {2, 2});
+  expect_op_error([&] { run(Op::SAMPLE_ARGMAX, Prm().i("n_off", 6).i("N_tile", 4).i("m_off", 0), {&l}, {&pairs}); },
+                  "must lie in the 8 logits");
+  expect_op_error([&] { run(Op::SAMPLE_ARGMAX, Prm().i("n_off", 0).i("N_tile", 4).i("m_off", 2), {&l}, {&pairs}); },
+                  "with row m_off 2");
+  expect_op_error([&] { run(Op::SAMPLE_ARGMAX, Prm().i("n_off", 0).i("N_tile", 4), {&l}, {&pairs}); },
+                  "needs all of n_off, N_tile and m_off");
+  Tensor tok = Tensor::zeros(DType::I32, {1});
+  const Tensor bad = Tensor::from_floats(DType::F32, {1, 2}, std::vector<float>{1.0f, 2.5f});
+  expect_op_error([&] { run(Op::SAMPLE_ARGMAX, Prm().i("flags", 1), {&bad}, {&tok}); },
+                  "not a logit index");
+  expect_op_error([&] { run(Op::SAMPLE_ARGMAX, Prm().i("flags", 2), {&l}, {&tok}); },
+                  "has unknown bits");
+}
+
 TEST(OpSampleArgmax, FirstMaxNanAndRows) {
   const Tensor logits = Tensor::from_floats(
       DType::F32, {4, 4},

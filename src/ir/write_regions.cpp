@@ -37,6 +37,17 @@ WriteRegion write_region(const Task& task) {
   WriteRegion r;
   // Every tile op writes columns [n_off, n_off + N_tile) of its output (the fused GEMV tiles
   // included), so sibling tiles of one buffer are checked for overlap rather than refused.
+  if (task.op == Op::SAMPLE_ARGMAX) {
+    // A partial argmax writes row m_off of its [P, 2] pairs buffer (docs/OPCODES.md).
+    const auto m_off = offset_param(task.params, "m_off");
+    if (!m_off || !task.params.find("N_tile")) return r;
+    r.whole = false;
+    r.row_lo = *m_off;
+    r.row_hi = end_of(*m_off, 1);
+    r.col_lo = kMin;
+    r.col_hi = kMax;
+    return r;
+  }
   if (task.op == Op::ATTENTION_COMBINE) {
     // A head-ranged combine writes heads [n_off, n_off + N_tile) of its one-row output: the
     // elements [n_off * head_dim, (n_off + N_tile) * head_dim) (docs/OPCODES.md).

@@ -444,7 +444,26 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
   normed_gemv(hn, w_lm, std::nullopt, logits, V, "lm_head", "lm_head");
   const int64_t next =
       p.new_buffer(std::string(names::kNextToken), BufferKind::IO_OUTPUT, DType::I32, {1});
-  g.task(Op::SAMPLE_ARGMAX, {logits}, next, {}, "sample_argmax", 0, V);
+  if (tiling.argmax_n_tile && *tiling.argmax_n_tile < V) {
+    // Partial argmaxes over slices of the logits, on many SMs, then one reduce of their
+    // (value, index) pairs (docs/OPCODES.md): one SM scanning all V logits was a 17 us task.
+    // Slices start at multiples of 4, so the device reads them with 16-byte loads.
+    const int64_t n = (*tiling.argmax_n_tile + 3) / 4 * 4;
+    const int64_t parts = (V + n - 1) / n;
+    const int64_t pairs = g.act("sample_argmax_pairs", {parts, 2});
+    const int64_t counter = g.shared_counter("sample_argmax partials");
+    for (int64_t k = 0; k < parts; ++k) {
+      const int64_t len = std::min(n, V - k * n);
+      g.shared_task(Op::SAMPLE_ARGMAX, {logits}, pairs, counter,
+                    ints({{"n_off", k * n}, {"N_tile", len}, {"m_off", k}}),
+                    fmt::format("sample_argmax[t{}]", k), 0, len);
+    }
+    g.mark_ready(pairs, Wait{counter, parts});
+    g.task(Op::SAMPLE_ARGMAX, {pairs}, next, ints({{"flags", 1}}), "sample_argmax_reduce", 0,
+           parts);
+  } else {
+    g.task(Op::SAMPLE_ARGMAX, {logits}, next, {}, "sample_argmax", 0, V);
+  }
 
   schedule::assign_sms(p, config, target);
   p.pages = schedule::allocate_pages(p, config.page_allocation);

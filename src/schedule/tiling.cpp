@@ -16,7 +16,7 @@ bool is_projection(std::string_view name) {
 }
 
 std::string known_archetypes() {
-  std::string s = "gemv, attention";
+  std::string s = "gemv, attention, sample_argmax";
   for (std::string_view p : kProjections) s += fmt::format(", {}", p);
   return s;
 }
@@ -64,6 +64,8 @@ Tiling resolve_tiling(const ScheduleConfig& config, int64_t default_n_tile) {
           throw LoweringError(fmt::format("tiling.attention.{} must be >= 1, got {}", k, v));
         (k == "kv_block" ? t.kv_block : t.kv_heads) = v;
       }
+    } else if (archetype == "sample_argmax") {
+      t.argmax_n_tile = only_key(archetype, sizes, "N_tile");
     } else if (is_projection(archetype)) {
       t.projection_n_tile.emplace_back(archetype, only_key(archetype, sizes, "N_tile"));
     } else {

@@ -52,6 +52,10 @@ std::vector<std::pair<std::string, ScheduleConfig>> schedule_sweep() {
   ScheduleConfig by_head;
   by_head.tiling = {{"attention", {{"kv_block", 8}, {"kv_heads", 1}}}};
   out.emplace_back("split_kv8_heads1", by_head);
+  // Partial argmaxes (of 40 logits: slices rounded up to 4) and their reduce.
+  ScheduleConfig argmax_split;
+  argmax_split.tiling = {{"sample_argmax", {{"N_tile", 40}}}};
+  out.emplace_back("argmax_partials40", argmax_split);
   // Down-projection tiles of 4 rows with the fused SiLU prologue (vectorised x build).
   ScheduleConfig long_rows;
   long_rows.tiling = {{"down_proj", {{"N_tile", 4}}}, {"gemv", {{"N_tile", 16}}}};

@@ -3,6 +3,12 @@
 // Ties go to the first index and NaN counts as larger than every number (so the first NaN wins),
 // exactly as torch.argmax, which reference.py calls: a NaN in the logits then shows in the token
 // instead of being silently skipped.
+//
+// Split over SMs (docs/OPCODES.md): a PARTIAL task (params n_off, N_tile, m_off) takes logits
+// [n_off, n_off + N_tile) of a single row and writes its best (value, index) as row m_off of an
+// F32 [P, 2] buffer; a REDUCE task (flags bit 0) reads such a buffer and writes the best pair's
+// index. Best is a total order (NaN above every number, then the larger value, then the smaller
+// index), so partials + reduce give exactly the whole-row argmax.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -12,8 +18,90 @@
 
 namespace amk::ref {
 
+namespace {
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+// (v, i) beats (best_v, best_i): NaN first, then larger, then the smaller index.
+bool beats(double v, int64_t i, double best_v, int64_t best_i) {
+  const bool v_nan = std::isnan(v), best_nan = std::isnan(best_v);
+  if (v_nan || best_nan) return v_nan && (!best_nan || i < best_i);
+  return v > best_v || (v == best_v && i < best_i);
+}
+
+constexpr int64_t kExactIndexLimit = int64_t{1} << 24;  // indices travel as F32 in the pairs
+
+void argmax_partial(const OpContext& c) {
+  const Tensor& logits = c.input(0);
+  require_float(c, logits, "input 0 (logits)");
+  const int64_t V = logits.numel();
+  if (V < 1 || V > kExactIndexLimit || last_dim(c, logits, "input 0 (logits)") != V)
+    c.fail("a partial argmax reads one row of at most 2^24 logits; input 0 has shape " +
+           shape_str(logits.shape));
+  const int64_t off = c.int_param("n_off"), len = c.int_param("N_tile"), slot = c.int_param("m_off");
+  if (off < 0 || len < 1 || off + len > V)
+    c.fail("range n_off " + num(off) + ", N_tile " + num(len) + " must lie in the " + num(V) +
+           " logits");
+  Tensor& out = c.output(0);
+  require_float(c, out, "output 0");
+  if (last_dim(c, out, "output 0") != 2 || slot < 0 || 2 * (slot + 1) > out.numel())
+    c.fail("output 0 must be [P, 2] (value, index) pairs with row m_off " + num(slot) +
+           "; it has shape " + shape_str(out.shape));
+  int64_t arg = off;
+  double max = load(logits, off);
+  for (int64_t j = off + 1; j < off + len; ++j) {
+    const double v = load(logits, j);
+    if (beats(v, j, max, arg)) {
+      max = v;
+      arg = j;
+    }
+  }
+  store(out, 2 * slot, max);
+  store(out, 2 * slot + 1, double(arg));
+}
+
+void argmax_reduce(const OpContext& c) {
+  const Tensor& pairs = c.input(0);
+  require_float(c, pairs, "input 0 (pairs)");
+  if (last_dim(c, pairs, "input 0 (pairs)") != 2 || pairs.numel() < 2)
+    c.fail("input 0 (pairs) must be [P, 2] (value, index) pairs, got shape " +
+           shape_str(pairs.shape));
+  Tensor& out = c.output(0);
+  if (!is_integer_dtype(out.dtype))
+    c.fail("output 0 must have an integer dtype, got " + std::string(name_of(out.dtype)));
+  require_numel(c, out, "output 0", 1, "one token");
+  double best_v = 0;
+  int64_t best_i = -1;
+  for (int64_t p = 0; p < pairs.numel() / 2; ++p) {
+    const double v = load(pairs, 2 * p), x = load(pairs, 2 * p + 1);
+    if (!(x >= 0 && x < double(kExactIndexLimit) && x == std::floor(x)))
+      c.fail("pair " + num(p) + " has index " + std::to_string(x) + ", not a logit index");
+    const auto i = int64_t(x);
+    if (best_i < 0 || beats(v, i, best_v, best_i)) {
+      best_v = v;
+      best_i = i;
+    }
+  }
+  store(out, 0, double(best_i));
+}
+
+}  // namespace
+
 void op_sample_argmax(const OpContext& c) {
   c.check_registry();
+  const int64_t flags = c.int_param_or("flags", 0);
+  if ((flags & ~int64_t{1}) != 0)
+    c.fail("param flags " + num(flags) + " has unknown bits (bit 0: reduce (value, index) pairs)");
+  const bool ranged = c.has_param("n_off") || c.has_param("N_tile") || c.has_param("m_off");
+  if ((flags & 1) != 0) {
+    if (ranged) c.fail("a reduce (flags bit 0) takes no range (n_off, N_tile, m_off)");
+    return argmax_reduce(c);
+  }
+  if (ranged) {
+    if (!c.has_param("n_off") || !c.has_param("N_tile") || !c.has_param("m_off"))
+      c.fail("a partial argmax needs all of n_off, N_tile and m_off");
+    return argmax_partial(c);
+  }
   const Tensor& logits = c.input(0);
   require_float(c, logits, "input 0 (logits)");
   const int64_t V = last_dim(c, logits, "input 0 (logits)");
