@@ -139,9 +139,16 @@ __device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_tas
       // Step s > 0 of a multi-step launch: a task with no waits (EMBED, which reads the token
       // the previous step's sink wrote) first waits for that sink. Every other task of the step
       // waits, transitively, on such a root, so all of step s is ordered after step s - 1.
-      if (s > 0 && inst.n_waits == 0 && !wait_for_previous_step(prog, epoch, tid, n_threads))
+      // Leaving on an abort: first let the record prefetch land, so that no copy is still
+      // writing this CTA's shared memory when it exits.
+      if (s > 0 && inst.n_waits == 0 && !wait_for_previous_step(prog, epoch, tid, n_threads)) {
+        cp_async_wait_all();
         return;
-      if (!wait_for_inputs(prog, inst, epoch, tid, n_threads, seen)) return;
+      }
+      if (!wait_for_inputs(prog, inst, epoch, tid, n_threads, seen)) {
+        cp_async_wait_all();
+        return;
+      }
       const bool gemv = is_gemv_family(inst.op);
       const int out_counter = inst.out_counter;
       if (gemv) {
@@ -159,7 +166,7 @@ __device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_tas
       if (tid == 0 && !gemv) ring->x_op = -1;
       // The barrier that ends the instruction doubles as the abort vote (watchdog, op error).
       if (consumer_any(tid == 0 && abort_requested(prog), n_threads)) {
-        cp_async_wait_all();  // no copy may still be writing shared memory when the CTA exits
+        cp_async_wait_all();
         return;
       }
       if (index == prog.sink_instruction && tid == 0) finish_decode_step(prog, s);
