@@ -17,7 +17,7 @@ namespace amk::cuda {
 // of 32 in [64, 512] (the kernel is built for <= 256 consumers, 168 registers, and <= 512, 96
 // registers); scratch_bytes and chunk_bytes multiples of 16, chunk_bytes in [16, 2^20 - 16] (an
 // mbarrier's tx-count); ring_stages >= 0 (0: every GEMV reads its weights from global memory).
-// GEMV-family scratch need: (K + 32) * 4 bytes (32 floats of reduction space, then x).
+// Each op's scratch need is in ops/scratch.h and the GEMV's in ops/gemv.cuh.
 cudaError_t megakernel_prepare(const MegakernelLayout& layout, int* blocks_per_sm);
 
 // One cooperative launch of `grid` CTAs (grid == prog.n_sms) running prog.n_steps decode steps.

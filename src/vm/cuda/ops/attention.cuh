@@ -300,13 +300,13 @@ __device__ void attention_tile_impl(const OpContext& c, const AttentionShape& a)
 // The warp-per-item path above keeps ~8 warps x a few KiB of loads in flight and so runs at
 // latency, not bandwidth (64 keys x 8 KV heads x head_dim 64: ~49 us). This path instead walks
 // the window in chunks of up to kAttnChunkKeys keys, and in each chunk
-//   1. scores: every (key, KV head) row of K is handled by a segment of L lanes (a lane owns F
+//   1. scores: every (key, KV head) row of K is handled by a segment of L lanes (a lane owns 2
 //      float4 of the row), a thread loads U rows before using any, and the rows' dot products
 //      with the group's q heads (q held in registers) are written to scratch [key][head];
 //   2. softmax: one warp per head updates its running (m, l) and turns the chunk's scores into
 //      weights p = exp(s - m) (and the factor that rescales the head's older acc);
-//   3. values: a thread owns W consecutive dims of one KV head (consecutive threads read
-//      consecutive memory: V rows of all KV heads are contiguous) and accumulates
+//   3. values: a thread owns one dim of one KV head (consecutive threads read consecutive
+//      memory: V rows of all KV heads are contiguous) and accumulates
 //      sum_j p[h][j] v_j for the group's heads with U3 keys in flight, then folds that into the
 //      head's acc in scratch.
 // The same online softmax as the warp path, so the results agree with the reference to
@@ -334,11 +334,11 @@ __device__ __forceinline__ float4 load_f4_or_zero(const float* p, bool ok) {
 }
 
 // Phase 1: scores of keys [j0, j0 + n) for every head into s.sc[j][h] (scaled).
-template <int F>
 __device__ __forceinline__ void fast_attn_scores(const OpContext& c, const AttentionShape& a,
                                                  const float* q, const float* k0,
                                                  int64_t row_stride, int n,
                                                  const FastAttnScratch& s) {
+  constexpr int F = 2;   // float4 per lane of a key row: head_dim <= 256 with <= 32 lanes a row
   constexpr int RB = 2;  // q heads in registers at once (RB * F float4)
   constexpr int U = 2;   // K rows a thread has in flight (U * F float4)
   const int D = a.head_dim, G = a.n_kv_heads, R = a.n_heads / a.n_kv_heads, n4 = D / 4;
@@ -452,12 +452,11 @@ __device__ __forceinline__ void fast_attn_softmax(const OpContext& c, int n_head
 }
 
 // Phase 3: acc[h] = acc[h] * corr[h] + sum_j p[h][j] v_j over keys [j0, j0 + n). A work item
-// is W consecutive dims of one KV head (V rows of the task's KV heads are contiguous) for the
-// group's heads. With `red` (room for splits x n_heads x head_dim floats), the chunk's keys are
+// is one dim of one KV head (V rows of the task's KV heads are contiguous) for the group's
+// heads. With `red` (room for splits x n_heads x head_dim floats), the chunk's keys are
 // also split over `splits` items per column so that every thread works (a task of one KV head
 // has only head_dim columns): each leaves its partial sum in red, and one pass folds them in
 // split order (deterministic).
-template <int W>
 __device__ __forceinline__ void fast_attn_values(const OpContext& c, const AttentionShape& a,
                                                  const float* v0, int64_t row_stride, int n,
                                                  const FastAttnScratch& s, float* red,
@@ -466,9 +465,9 @@ __device__ __forceinline__ void fast_attn_values(const OpContext& c, const Atten
   // keeps the L2 busy), and 16 x 16 unrolled bodies cost more in instruction fetch than they
   // save in issue slots.
   constexpr int U3 = 8;                    // V loads a thread has in flight
-  constexpr int AB = W == 1 ? 4 : 16 / W;  // heads accumulated in registers at once
+  constexpr int AB = 4;                    // heads accumulated in registers at once
   const int D = a.head_dim, G = a.n_kv_heads, R = a.n_heads / a.n_kv_heads, H = a.n_heads;
-  const int units = G * D / W;  // the task's KV heads' columns of a V row
+  const int units = G * D;  // the task's KV heads' columns of a V row
   int splits = 1;
   if (red != nullptr) {
     splits = c.n_threads / units;
@@ -480,32 +479,19 @@ __device__ __forceinline__ void fast_attn_values(const OpContext& c, const Atten
   const int per = (n + splits - 1) / splits;
   for (int item = c.tid; item < units * splits; item += c.n_threads) {
     const int unit = item % units, split = item / units;
-    const int e = unit * W, g = e / D, d = e - g * D;
+    const int e = unit, g = e / D, d = e - g * D;
     const int j_begin = split * per, j_end = j_begin + per < n ? j_begin + per : n;
     const float* v_col = v0 + e;
     for (int hb = 0; hb < R; hb += AB) {
       const int h0 = g * R + hb;
-      float acc[AB][W];
+      float acc[AB];
 #pragma unroll
-      for (int r = 0; r < AB; ++r)
-#pragma unroll
-        for (int w = 0; w < W; ++w) acc[r][w] = 0.0f;
+      for (int r = 0; r < AB; ++r) acc[r] = 0.0f;
       for (int j = j_begin; j < j_end; j += U3) {
-        float v[U3][W];
+        float v[U3];
 #pragma unroll
-        for (int u = 0; u < U3; ++u) {
-          const bool ok = j + u < j_end;
-          const float* src = v_col + int64_t(j + u) * row_stride;
-          if constexpr (W == 4) {
-            const float4 x = load_f4_or_zero(src, ok);
-            v[u][0] = x.x, v[u][1] = x.y, v[u][2] = x.z, v[u][3] = x.w;
-          } else if constexpr (W == 2) {
-            const float2 x = ok ? *reinterpret_cast<const float2*>(src) : make_float2(0.f, 0.f);
-            v[u][0] = x.x, v[u][1] = x.y;
-          } else {
-            v[u][0] = ok ? *src : 0.0f;
-          }
-        }
+        for (int u = 0; u < U3; ++u)
+          v[u] = j + u < j_end ? v_col[int64_t(j + u) * row_stride] : 0.0f;
 #pragma unroll
         for (int u = 0; u < U3; ++u) {
           if (j + u >= j_end) break;
@@ -513,9 +499,7 @@ __device__ __forceinline__ void fast_attn_values(const OpContext& c, const Atten
 #pragma unroll
           for (int r = 0; r < AB; ++r) {
             if (hb + r >= R) break;
-            const float p = p_row[r];
-#pragma unroll
-            for (int w = 0; w < W; ++w) acc[r][w] = fmaf(p, v[u][w], acc[r][w]);
+            acc[r] = fmaf(p_row[r], v[u], acc[r]);
           }
         }
       }
@@ -524,14 +508,10 @@ __device__ __forceinline__ void fast_attn_values(const OpContext& c, const Atten
         if (hb + r >= R) break;
         const int h = h0 + r;
         if (splits == 1) {
-          const float corr = s.corr[h];
-          float* dst = s.acc + int64_t(h) * D + d;
-#pragma unroll
-          for (int w = 0; w < W; ++w) dst[w] = fmaf(dst[w], corr, acc[r][w]);
+          float& dst = s.acc[int64_t(h) * D + d];
+          dst = fmaf(dst, s.corr[h], acc[r]);
         } else {
-          float* dst = red + (int64_t(split) * H + h) * D + d;
-#pragma unroll
-          for (int w = 0; w < W; ++w) dst[w] = acc[r][w];
+          red[(int64_t(split) * H + h) * D + d] = acc[r];
         }
       }
     }
@@ -565,7 +545,11 @@ __device__ __forceinline__ void stage_kv_rows(const OpContext& c, const float* s
 // staged: each chunk's K and V rows of the task's KV heads are first copied to shared memory
 // with every load in flight at once (one memory latency per chunk), and the three phases read
 // them there; otherwise the phases read the cache directly (several dependent latencies).
-template <int F, int W>
+//
+// One shape only, not one per head_dim or row width: the megakernel is one kernel of every op,
+// and every op it runs must come back into the instruction cache through an L2 that the weight
+// stream keeps flushing, so each extra instantiation costs real time (a 780 KB kernel with 12
+// fast-path shapes spent 20 us per 64-key block). The warp path serves head_dim % 4 != 0.
 __device__ void attention_tile_fast(const OpContext& c, const AttentionShape& a, int chunk,
                                     bool staged) {
   const float* q = a.q;
@@ -601,13 +585,13 @@ __device__ void attention_tile_fast(const OpContext& c, const AttentionShape& a,
       v0 = v_stage;
       stride = row_floats;
     }
-    fast_attn_scores<F>(c, a, q, k0, stride, n, s);
+    fast_attn_scores(c, a, q, k0, stride, n, s);
     consumer_sync(c.n_threads);
     fast_attn_softmax(c, H, n, s);
     consumer_sync(c.n_threads);
     // Staged: the K rows are dead once the scores exist, so their room holds the values'
     // per-split partial sums.
-    fast_attn_values<W>(c, a, v0, stride, n, s, staged ? k_stage : nullptr,
+    fast_attn_values(c, a, v0, stride, n, s, staged ? k_stage : nullptr,
                         int64_t(chunk) * row_floats);
     consumer_sync(c.n_threads);  // the next chunk's scores (and rows) overwrite these
   }
@@ -639,17 +623,6 @@ __device__ __forceinline__ int fast_attn_chunk(const OpContext& c, const Attenti
   const int64_t chunk = *staged ? staged_chunk : (room > 0 ? room / stride : 0);
   if (chunk < kAttnMinChunkKeys) return 0;
   return chunk < kAttnChunkKeys ? int(chunk) : kAttnChunkKeys;
-}
-
-// The variants the megakernel carries. Its code is one kernel of every op, and every op it
-// runs must come back into the instruction cache through an L2 that the weight stream keeps
-// flushing, so each extra instantiation costs real time (a 780 KB kernel with 12 fast-path
-// shapes spent 20 us per 64-key block): one fast path shape, F = 2 float4 per lane of a key
-// row (head_dim <= 256 with up to 32 lanes per row) and one float of V per thread, staged or
-// not by a run-time flag, and the warp path only for head_dim % 4 != 0.
-__device__ void attention_tile_fast_by_width(const OpContext& c, const AttentionShape& a,
-                                             int chunk, bool staged) {
-  attention_tile_fast<2, 1>(c, a, chunk, staged);
 }
 
 __device__ inline void op_attention_tile(const OpContext& c) {
@@ -701,7 +674,7 @@ __device__ inline void op_attention_tile(const OpContext& c) {
   bool staged = false;
   const int chunk = vec4 ? fast_attn_chunk(c, a, &staged) : 0;
   if (chunk > 0)
-    attention_tile_fast_by_width(c, a, chunk, staged);
+    attention_tile_fast(c, a, chunk, staged);
   else
     attention_tile_impl<1, 8, 1>(c, a);  // one float per lane per 32 dims: any head_dim <= 256
 }
