@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
-"""The PyTorch peer of `amk bench`: the same checkpoint decoded one token per step in plain torch.
+"""The WEAK LEGACY PyTorch peer of `amk bench` (run it with --peer-script; the default peer is
+bench/peers/torch_gptfast.py, see bench/peers/README.md): separate q/k/v and gate/up linears and
+an FP32 einsum over the whole cache every step, which costs it ~480 us on llama-3.2-1b against
+the gpt-fast-style step. Kept for comparison with earlier results.
+
+The same checkpoint decoded one token per step in plain torch.
 
 A minimal Llama / Qwen2 / Qwen3 decode step (RMSNorm, RoPE with llama3 / linear scaling, GQA,
 SwiGLU, Qwen2's q/k/v biases, Qwen3's per-head q/k norm), BF16 weights, static KV-cache tensors,
 torch.compile(fullgraph) of the step and ONE CUDA graph per step: the graph holds the step, the
 argmax and the feedback of that token and position into the static inputs, so replaying it N
-times decodes N greedy tokens with no host work but the replay call. That is the strongest
-single-stream baseline plain PyTorch offers without a serving engine, which is what the megakernel
-must beat.
+times decodes N greedy tokens with no host work but the replay call. (It was meant as the
+strongest plain-PyTorch baseline; torch_gptfast.py, with the same CLI and JSON, is faster.)
 
 Usage: torch_llama.py --model-dir DIR [--tokens 256] [--warmup 32] [--json OUT.json]
                       [--no-compile] [--compile-mode default] [--no-graph]

@@ -5,8 +5,8 @@
 // streaming-read ceiling; (3) count the bytes a decode step must move; (4) check the CUDA VM's
 // logits against the CPU reference on the same program (FAIL: exit 1, no latency); (5) time
 // greedy generation on the device in launches of --tokens-per-launch steps; (6) optionally run
-// the PyTorch peer (bench/peers/torch_llama.py) on the same checkpoint; (7) print the table,
-// write --json and append a results.tsv row.
+// the PyTorch peer (bench/peers/torch_gptfast.py, or --peer-script) on the same checkpoint;
+// (7) print the table, write --json and append a results.tsv row.
 #include <fmt/format.h>
 #include <unistd.h>
 #include <sys/wait.h>
@@ -217,11 +217,15 @@ std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-// The script named by --peer-script, else bench/peers/torch_llama.py under $AMK_SOURCE_DIR, the
-// current directory, or the source tree above this binary (build dirs sit in the repo root).
+// The default peer: the gpt-fast-style step (fused q/k/v and gate/up, SDPA over a static cache,
+// torch.compile + one CUDA graph per step). bench/peers/torch_llama.py is the weak legacy one.
+constexpr const char* kDefaultPeerScript = "torch_gptfast.py";
+
+// The script named by --peer-script, else bench/peers/torch_gptfast.py under $AMK_SOURCE_DIR,
+// the current directory, or the source tree above this binary (build dirs sit in the repo root).
 std::optional<fs::path> find_peer_script(const BenchOptions& opt) {
   if (!opt.peer_script.empty()) return fs::path(opt.peer_script);
-  const fs::path rel = fs::path("bench") / "peers" / "torch_llama.py";
+  const fs::path rel = fs::path("bench") / "peers" / kDefaultPeerScript;
   std::vector<fs::path> roots;
   if (const char* src = std::getenv("AMK_SOURCE_DIR")) roots.emplace_back(src);
   roots.push_back(fs::current_path());
@@ -240,7 +244,8 @@ PeerResult run_peer(const BenchOptions& opt, const fs::path& model_dir, int toke
   PeerResult r;
   const auto script = find_peer_script(opt);
   if (!script) {
-    r.error = "bench/peers/torch_llama.py not found (set AMK_SOURCE_DIR or --peer-script)";
+    r.error = fmt::format("bench/peers/{} not found (set AMK_SOURCE_DIR or --peer-script)",
+                          kDefaultPeerScript);
     return r;
   }
   const fs::path out =
@@ -673,8 +678,12 @@ void add_bench_command(CLI::App& app, Action& action) {
   cmd->add_flag("--ring-probe", opt->ring_probe,
                 "Also measure the read rate of the weight ring's bulk copies alone, per stage size "
                 "and depth");
-  cmd->add_flag("--peer", opt->peer, "Also time the PyTorch peer (bench/peers/torch_llama.py)");
-  cmd->add_option("--peer-script", opt->peer_script, "The peer script (default: found in the repo)");
+  cmd->add_flag("--peer", opt->peer,
+                "Also time the PyTorch peer (bench/peers/torch_gptfast.py: fused q/k/v and "
+                "gate/up, SDPA, torch.compile + one CUDA graph per step)");
+  cmd->add_option("--peer-script", opt->peer_script,
+                  "Another peer script with the same CLI and JSON (e.g. the legacy "
+                  "bench/peers/torch_llama.py; default: torch_gptfast.py, found in the repo)");
   cmd->add_option("--python", opt->python, "Python interpreter for the peer")
       ->capture_default_str();
   cmd->callback([opt, &action] { action = [opt] { return run_bench(*opt); }; });
