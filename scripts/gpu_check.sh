@@ -16,8 +16,8 @@
 #
 # Steps: GPU info and clocks; the GPU tests; compute-sanitizer memcheck and racecheck on the
 # tiny-llama oracle (fp32, --device cuda); `amk bench` on llama-3.2-1b (+ torch peer, then the
-# 1,000-token LongGeneration test on that checkpoint),
-# qwen3-0.6b (+ torch peer) and llama-3.1-8b. Every step runs under `timeout`; a failure is
+# 1,000-token LongGeneration test on that checkpoint), qwen3-0.6b (+ torch peer),
+# smollm2-135m (+ torch peer) and llama-3.1-8b. Every step runs under `timeout`; a failure is
 # reported and the script goes on. Logs and JSON go to $OUT when it is set (the device tool
 # returns at most 8 files from it: bench-*.json, results.tsv, summary.txt and logs.tar.gz),
 # otherwise to ./gpu-check-out. Exit status: 0 when every step that ran passed, 1 otherwise.
@@ -165,6 +165,7 @@ PY
 }
 bench llama-3.2-1b 200 --peer
 bench qwen3-0.6b 150 --peer
+bench smollm2-135m 150 --peer
 if ((quick)); then
   record "bench llama-3.1-8b" "SKIPPED (--quick)" "-"
 else

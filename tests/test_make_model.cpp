@@ -50,6 +50,7 @@ constexpr Shape kShapes[] = {
     {"qwen3-1.7b", 2048, 28, 16, 8, 128, 6144, 151936, true, RopeType::Default, 1e6, 1, 1e-6},
     {"qwen3-8b", 4096, 36, 32, 8, 128, 12288, 151936, false, RopeType::Default, 1e6, 1, 1e-6},
     {"qwen2.5-0.5b", 896, 24, 14, 2, 64, 4864, 151936, true, RopeType::Default, 1e6, 1, 1e-6},
+    {"smollm2-135m", 576, 30, 9, 3, 64, 1536, 49152, true, RopeType::Default, 1e5, 1, 1e-5},
     {"tiny", 64, 2, 4, 2, 16, 128, 256, true, RopeType::Llama3, 5e5, 32, 1e-5},
 };
 
@@ -89,6 +90,33 @@ TEST(MakeModel, Qwen25ConfigRoundTrips) {
   EXPECT_FALSE(m.effective_sliding_window().has_value());
   EXPECT_EQ(parse_model_config(nlohmann::json::parse(text).dump()).hidden_size, 896);
   EXPECT_EQ(m.eos_token_ids, std::vector<int64_t>{151643});
+}
+
+// SmolLM2-135M(-Instruct): a plain Llama (no RoPE scaling), 9 heads over 3 KV heads, tied
+// embeddings, and its own special ids and context.
+TEST(MakeModel, SmolLM2ConfigRoundTrips) {
+  const ModelConfig m = preset_config("smollm2-135m");
+  EXPECT_EQ(m.family, ModelFamily::Llama);
+  EXPECT_EQ(m.hidden_size, 576);
+  EXPECT_EQ(m.num_hidden_layers, 30);
+  EXPECT_EQ(m.num_attention_heads, 9);
+  EXPECT_EQ(m.num_key_value_heads, 3);
+  EXPECT_EQ(m.head_dim, 64);
+  EXPECT_EQ(m.intermediate_size, 1536);
+  EXPECT_EQ(m.vocab_size, 49152);
+  EXPECT_TRUE(m.tie_word_embeddings);
+  EXPECT_EQ(m.rms_norm_eps, 1e-5);
+  EXPECT_EQ(m.rope.type, RopeType::Default);
+  EXPECT_EQ(m.rope.theta, 1e5);
+  EXPECT_EQ(m.max_position_embeddings, 8192);
+  EXPECT_EQ(m.bos_token_ids, std::vector<int64_t>{1});
+  EXPECT_EQ(m.eos_token_ids, std::vector<int64_t>{2});
+  EXPECT_EQ(m.torch_dtype, "bfloat16");
+  EXPECT_FALSE(m.attention_qkv_bias);
+  EXPECT_FALSE(m.qk_norm);
+  const auto gen = nlohmann::json::parse(model_preset_generation_config("smollm2-135m"));
+  EXPECT_EQ(gen["bos_token_id"], 1);
+  EXPECT_EQ(gen["eos_token_id"], 2);
 }
 
 // The big presets are planned, not written: the shards cover expected_weights exactly, in order,

@@ -10,7 +10,8 @@
 
 namespace amk {
 
-// "llama-3.2-1b", "llama-3.1-8b", "qwen3-0.6b", "qwen3-1.7b", "qwen3-8b", "qwen2.5-0.5b", "tiny".
+// "llama-3.2-1b", "llama-3.1-8b", "qwen3-0.6b", "qwen3-1.7b", "qwen3-8b", "qwen2.5-0.5b",
+// "smollm2-135m", "tiny".
 const std::vector<std::string_view>& model_preset_names();
 
 // config.json of preset `name` with torch_dtype `torch_dtype` ("bfloat16", "float16",

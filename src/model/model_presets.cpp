@@ -104,6 +104,39 @@ json qwen25_05b() {
           {"vocab_size", 151936}};
 }
 
+// HuggingFaceTB/SmolLM2-135M-Instruct: a Llama with 9 query and 3 KV heads of 64, a tied 49152
+// vocabulary, no RoPE scaling (theta 1e5), bos 1 / eos 2.
+json smollm2_135m() {
+  return {{"architectures", {"LlamaForCausalLM"}},
+          {"attention_bias", false},
+          {"attention_dropout", 0.0},
+          {"bos_token_id", 1},
+          {"eos_token_id", 2},
+          {"head_dim", 64},
+          {"hidden_act", "silu"},
+          {"hidden_size", 576},
+          {"initializer_range", 0.041666666666666664},
+          {"intermediate_size", 1536},
+          {"is_llama_config", true},
+          {"max_position_embeddings", 8192},
+          {"mlp_bias", false},
+          {"model_type", "llama"},
+          {"num_attention_heads", 9},
+          {"num_hidden_layers", 30},
+          {"num_key_value_heads", 3},
+          {"pad_token_id", 2},
+          {"pretraining_tp", 1},
+          {"rms_norm_eps", 1e-05},
+          {"rope_interleaved", false},
+          {"rope_scaling", nullptr},
+          {"rope_theta", 100000},
+          {"tie_word_embeddings", true},
+          {"torch_dtype", "bfloat16"},
+          {"transformers_version", "4.42.3"},
+          {"use_cache", true},
+          {"vocab_size", 49152}};
+}
+
 json preset(std::string_view name) {
   if (name == "llama-3.2-1b")
     return llama(2048, 16, 32, 8, 64, 8192, 128256, true, 32.0, 131072, 128000, 128001);
@@ -116,6 +149,7 @@ json preset(std::string_view name) {
   if (name == "qwen3-1.7b") return qwen3(2048, 28, 16, 6144, true);
   if (name == "qwen3-8b") return qwen3(4096, 36, 32, 12288, false);
   if (name == "qwen2.5-0.5b") return qwen25_05b();
+  if (name == "smollm2-135m") return smollm2_135m();
   // A Llama 3.2 in miniature, scaled RoPE included so that the README's main command runs
   // ROPE_FREQ; a short context keeps the CPU reference quick.
   if (name == "tiny") return llama(64, 2, 4, 2, 16, 128, 256, true, 32.0, 2048, 1, 2);
@@ -128,7 +162,8 @@ json preset(std::string_view name) {
 
 const std::vector<std::string_view>& model_preset_names() {
   static const std::vector<std::string_view> names = {
-      "llama-3.2-1b", "llama-3.1-8b", "qwen3-0.6b", "qwen3-1.7b", "qwen3-8b", "qwen2.5-0.5b", "tiny"};
+      "llama-3.2-1b", "llama-3.1-8b", "qwen3-0.6b", "qwen3-1.7b", "qwen3-8b", "qwen2.5-0.5b",
+      "smollm2-135m", "tiny"};
   return names;
 }
 
