@@ -33,6 +33,7 @@
 #include "amk/model_config.h"
 #include "amk/model_presets.h"
 #include "amk/random_checkpoint.h"
+#include "amk/step_trace.h"
 #include "cli/commands.h"
 #include "cli/model_args.h"
 #include "cli/profile_report.h"
@@ -60,6 +61,8 @@ struct BenchOptions {
   bool peer = false;
   bool profile = false;
   std::string profile_tsv;  // raw per-task stamps, when set
+  std::string trace;        // Chrome trace of one step + a layer's per-level table, when set
+  int64_t trace_layer = -1;  // that layer (-1: the middle one)
   bool ring_probe = false;  // also measure the bulk-copy ring alone
   bool no_weight_ring = false;
 };
@@ -407,6 +410,9 @@ int run_bench(const BenchOptions& opt) {
     std::cerr << "amk: bench: cannot lower '" << folder.path.string() << "': " << e.what() << "\n";
     return kExitBadInput;
   }
+  if (!opt.trace.empty() && opt.trace_layer >= eval::layer_count(program))
+    return fail_usage(fmt::format("--trace-layer {}: the program has {} layers", opt.trace_layer,
+                                  eval::layer_count(program)));
 
   // (2) + (3) The floor: the bytes a step must move over the measured read ceiling.
   const int64_t mean_position = int64_t(warm_launches) * tpl + int64_t(timed_launches) * tpl / 2;
@@ -490,6 +496,7 @@ int run_bench(const BenchOptions& opt) {
   Measurement m;
   PeerResult peer;
   std::vector<StepCheck> checks;
+  std::string trace_table;  // --trace: printed after the results
   try {
     CudaVmOptions vm_options;
     vm_options.weight_ring = !opt.no_weight_ring;
@@ -547,7 +554,7 @@ int run_bench(const BenchOptions& opt) {
       }
     }
     // Where the time goes: one more launch with per-task stamps (not part of the timing).
-    if (opt.profile) {
+    if (opt.profile || !opt.trace.empty()) {
       cuda.vm().set_profiling(true);
       cuda.generate_on_device(token, std::min(tpl, 8));
       const std::vector<CudaVM::TaskTiming> timing = cuda.vm().last_profile();
@@ -558,8 +565,16 @@ int run_bench(const BenchOptions& opt) {
         f << profile_tsv(program, timing);
         if (!f) throw DecodeError(fmt::format("cannot write {}", opt.profile_tsv));
       }
-      std::cout << "\nprofile of one decode step (the last of a launch of " << std::min(tpl, 8)
-                << ")\n" << text << "\n";
+      if (!opt.trace.empty()) {
+        std::vector<eval::TaskStamps> stamps;
+        for (const auto& x : timing) stamps.push_back({x.wait_begin, x.op_begin, x.op_end});
+        trace_table = eval::write_step_trace(
+            opt.trace, program, stamps, ceiling_gbs,
+            opt.trace_layer >= 0 ? std::optional<int64_t>(opt.trace_layer) : std::nullopt);
+      }
+      if (opt.profile)
+        std::cout << "\nprofile of one decode step (the last of a launch of " << std::min(tpl, 8)
+                  << ")\n" << text << "\n";
     }
   } catch (const CudaVmError& e) {
     std::cerr << "amk: bench: " << name_of(e.status()) << ": " << e.what() << "\n";
@@ -601,6 +616,7 @@ int run_bench(const BenchOptions& opt) {
   std::cout << fmt::format("{} tokens in {} launches of {} (after {} warm-up launches), median "
                            "over launches; floor = weight bytes / measured read ceiling\n",
                            m.tokens, timed_launches, tpl, warm_launches);
+  if (!trace_table.empty()) std::cout << "\n" << trace_table;
 
   report["check"] = "PASS";
   report["tokens"] = m.tokens;
@@ -675,6 +691,12 @@ void add_bench_command(CLI::App& app, Action& action) {
                 "Also print where one decode step's time goes (per-task GPU timestamps)");
   cmd->add_option("--profile-tsv", opt->profile_tsv,
                   "With --profile: also write every task's raw stamps here (TSV)");
+  cmd->add_option("--trace", opt->trace,
+                  "Write one decode step as a Chrome/Perfetto trace (JSON, one track per SM) and "
+                  "print one layer's per-level table (bytes, floor, span, GB/s, exposed latency)");
+  cmd->add_option("--trace-layer", opt->trace_layer,
+                  "With --trace: the layer of the per-level table (default: the middle one)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--ring-probe", opt->ring_probe,
                 "Also measure the read rate of the weight ring's bulk copies alone, per stage size "
                 "and depth");
