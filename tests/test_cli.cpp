@@ -255,8 +255,8 @@ TEST(CliUsage, HelpAndVersion) {
   EXPECT_NE(sub.out.find("--seed"), std::string::npos) << sub.out;
   const CmdResult v = amk("--version");
   EXPECT_EQ(v.exit_code, 0);
-  EXPECT_NE(v.out.find("IR 0.2.0"), std::string::npos) << v.out;
-  EXPECT_NE(v.out.find("ABI 0.4"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("IR 0.3.0"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("ABI 0.5"), std::string::npos) << v.out;
 }
 
 // ---- the committed example ------------------------------------------------------------------

@@ -150,6 +150,25 @@ TEST(OpGemvAddTile, ProjectsThenAddsTheResidualTile) {
     }
 }
 
+TEST(OpSiluMulGemvAddTile, ActivatesProjectsThenAddsTheResidualTile) {
+  std::mt19937 rng(23);
+  for (DType dt : {DType::F32, DType::BF16})
+    for (bool with_bias : {false, true}) {
+      const Tensor gate = rnd(dt, {kRows, kK}, rng), up = rnd(dt, {kRows, kK}, rng);
+      const Tensor W = rnd(dt, {kN, kK}, rng), b = rnd(dt, {kN}, rng);
+      const Tensor res = rnd(dt, {kRows, kN}, rng);
+      const Naive want = naive_gemv(
+          [&](int64_t r, int64_t k) {
+            const double g = at(gate, r * kK + k);
+            return g * (1.0 / (1.0 + std::exp(-g))) * at(up, r * kK + k);
+          },
+          W, with_bias ? &b : nullptr, &res);
+      std::vector<const Tensor*> in{&gate, &up, &W, &res};
+      if (with_bias) in.push_back(&b);
+      run_tiles_and_compare(Op::SILU_MUL_GEMV_ADD_TILE, {}, in, dt, want);
+    }
+}
+
 TEST(FusedGemvTiles, ErrorsNameTheFusedOp) {
   const Tensor x = Tensor::zeros(DType::F32, {1, kK}), nw = Tensor::zeros(DType::F32, {kK});
   const Tensor W = Tensor::zeros(DType::F32, {kN, kK});

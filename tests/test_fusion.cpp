@@ -52,9 +52,15 @@ std::vector<Expect> expectations(const ModelConfig& m) {
       {{{"rmsnorm", "gemv"}}, Op::RMSNORM_GEMV_TILE, Op::RMSNORM, head_norms, 2 * L + 1},
       {{{"silu_mul", "gemv"}}, Op::SILU_MUL_GEMV_TILE, Op::SILU_MUL, 0, L},
       {{{"gemv", "add"}}, Op::GEMV_ADD_TILE, Op::ADD, 0, 2 * L},
-      // All three: down_proj takes SILU_MUL_GEMV_TILE, so its residual stays an ADD.
+      // silu_mul and add together: down_proj is SILU_MUL_GEMV_ADD_TILE, no ADD and no SILU_MUL.
+      {{{"silu_mul", "gemv"}, {"gemv", "add"}}, Op::SILU_MUL_GEMV_ADD_TILE, Op::ADD, 0, L + 2 * L},
+      // All three.
       {{{"rmsnorm", "gemv"}, {"silu_mul", "gemv"}, {"gemv", "add"}}, Op::GEMV_ADD_TILE, Op::ADD,
-       L, (2 * L + 1) + L + L},
+       0, (2 * L + 1) + L + 2 * L},
+      // The attention prologue: rope_q, rope_k and both KV_APPENDs go, and for Qwen3 also the
+      // two heads COPYs and the two per-head RMSNORMs.
+      {{{"rope", "attention"}}, Op::ROPE_KV_ATTENTION_TILE, Op::KV_APPEND, 0,
+       4 * L + (m.qk_norm ? 4 * L : 0)},
   };
 }
 
@@ -97,6 +103,60 @@ TEST_P(Fusion, ChangesTheProgramAndKeepsTheLogits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Fusion, ::testing::Values("tiny-llama", "tiny-qwen3"));
+
+// The fused attention split by KV block and by KV head (one counter per head group, so the
+// caches have writers under several counters whose rows/heads are disjoint): the program
+// validates, no unfused attention op is left, and the logits equal the unfused program's at
+// positions inside, at and past block boundaries.
+class FusedAttentionSplit : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(FusedAttentionSplit, KeepsTheLogitsAcrossBlocks) {
+  const std::string name = GetParam();
+  const Checkpoint ck = Checkpoint::open(kFixtures / name);
+  const ExpectedOutputs e = load_expected(kFixtures / name / "expected.safetensors");
+  ScheduleConfig plain = with({{"rmsnorm", "gemv"}, {"silu_mul", "gemv"}, {"gemv", "add"}});
+  plain.tiling.push_back({"attention", {{"kv_block", 4}, {"kv_heads", 1}}});
+  ScheduleConfig fused = plain;
+  fused.fusion_grouping.push_back({"rope", "attention"});
+  const Program a_prog = lower(ck.config(), plain, h100(), kContext);
+  const Program b_prog = lower(ck.config(), fused, h100(), kContext);
+  const ValidationResult v = validate(b_prog);
+  ASSERT_TRUE(v.ok) << v.report();
+  EXPECT_TRUE(v.warnings.empty()) << v.report();
+  EXPECT_EQ(count_op(b_prog, Op::ATTENTION_TILE), 0);
+  EXPECT_EQ(count_op(b_prog, Op::ROPE) + count_op(b_prog, Op::ROPE_FREQ), 0);
+  EXPECT_EQ(count_op(b_prog, Op::COPY), 0);
+  // 3 blocks of 4 keys x 2 KV heads a layer.
+  EXPECT_EQ(count_op(b_prog, Op::ROPE_KV_ATTENTION_TILE), 6 * ck.config().num_hidden_layers);
+  ReferenceDecoder a(ck, a_prog), b(ck, b_prog);
+  for (int64_t i = 0; i < kContext; ++i) {
+    const std::vector<float> la = a.step(e.sequence_ids[size_t(i)]);
+    const std::vector<float> lb = b.step(e.sequence_ids[size_t(i)]);
+    ASSERT_EQ(la.size(), lb.size());
+    for (size_t j = 0; j < la.size(); ++j) ASSERT_TRUE(std::isfinite(lb[j])) << "position " << i;
+    EXPECT_EQ(la, lb) << "position " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, FusedAttentionSplit,
+                         ::testing::Values("tiny-llama", "tiny-qwen3"));
+
+// The rule that admits the split: writers of one buffer under different counters are fine when
+// their regions are disjoint, and still a WAW race when two windows overlap.
+TEST(FusedAttentionSplit, OverlappingWindowsUnderTwoCountersAreAWawRace) {
+  const Checkpoint ck = Checkpoint::open(kFixtures / "tiny-llama");
+  ScheduleConfig c = with({{"rope", "attention"}});
+  c.tiling.push_back({"attention", {{"kv_block", 4}, {"kv_heads", 1}}});
+  Program p = lower(ck.config(), c, h100(), kContext);
+  ASSERT_TRUE(validate(p).ok);
+  // Head group 1's first block of layer 0 now claims head group 0's columns: its window
+  // [0, 4) overlaps group 0's block 0, under another counter.
+  for (Task& t : p.tasks)
+    if (t.label == "L0.attention[h1][kv0]") t.params.set_int("n_off", 0);
+  const ValidationResult v = validate(p);
+  EXPECT_FALSE(v.ok);
+  EXPECT_NE(v.report().find("WAW race"), std::string::npos) << v.report();
+}
 
 TEST(FusionGrouping, FusedTilesCarryTheirOperandsInOpcodeOrder) {
   const Checkpoint ck = Checkpoint::open(kFixtures / "tiny-llama");

@@ -280,6 +280,11 @@ TEST(Lowering, BadKnobsAreNamedNeverIgnored) {
             std::string::npos);
   EXPECT_NE(err([](ScheduleConfig& c) { c.pipelining_depth = -1; }).find("pipelining_depth"),
             std::string::npos);
+  EXPECT_NE(err([](ScheduleConfig& c) { c.stream_chunk_bytes = 1000; }).find("stream_chunk_bytes"),
+            std::string::npos);
+  EXPECT_NE(err([](ScheduleConfig& c) { c.stream_bytes_in_flight = -1; })
+                .find("stream_bytes_in_flight"),
+            std::string::npos);
   EXPECT_NE(lowering_error(m, {}, 0).find("max_context"), std::string::npos);
 }
 

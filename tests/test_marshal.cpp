@@ -295,6 +295,29 @@ TEST(Marshal, LayoutFitsTheOptInBudget) {
   EXPECT_LE(cuda::megakernel_smem_bytes(m.layout), 232448);
 }
 
+// The weight-stream knobs (ScheduleConfig.stream_chunk_bytes / stream_bytes_in_flight) are
+// fields the kernel reads: the stage size and the bound on copies in flight.
+TEST(Marshal, StreamKnobsSetTheStageSizeAndTheCopiesInFlight) {
+  Program p = tiny_llama();
+  const MarshalledProgram base = cuda::marshal(p, h100_limits());
+  EXPECT_EQ(base.layout.inflight_chunks, base.layout.ring_stages);  // 0: the whole ring
+  p.config->stream_bytes_in_flight = 65536;
+  const MarshalledProgram two = cuda::marshal(p, h100_limits());
+  EXPECT_EQ(two.layout.chunk_bytes, 32768);
+  EXPECT_EQ(two.layout.inflight_chunks, 2);
+  EXPECT_EQ(two.layout.ring_stages, base.layout.ring_stages);  // capacity is unchanged
+  p.config->stream_chunk_bytes = 16384;
+  const MarshalledProgram small = cuda::marshal(p, h100_limits());
+  EXPECT_EQ(small.layout.chunk_bytes, 16384);
+  EXPECT_EQ(small.layout.inflight_chunks, 4);
+  EXPECT_GT(small.layout.ring_stages, base.layout.ring_stages);
+  p.config->stream_bytes_in_flight = 1000;  // less than a stage: still one copy at a time
+  EXPECT_EQ(cuda::marshal(p, h100_limits()).layout.inflight_chunks, 1);
+  p.config->stream_bytes_in_flight = 1 << 24;  // more than the ring: the ring is the bound
+  const MarshalledProgram all = cuda::marshal(p, h100_limits());
+  EXPECT_EQ(all.layout.inflight_chunks, all.layout.ring_stages);
+}
+
 TEST(Marshal, AWeightRowWiderThanAChunkWidensTheChunk) {
   Program p = tiny_llama();
   // Pretend the first GEMV has K = 10001: an F32 row of 40004 bytes, stage rounded to 16.

@@ -1,5 +1,6 @@
-/* AMK on-device ABI (IR_SPEC §8), version 0.4 (0.2 + the on-device decode fields of
- * amk_program_t in 0.3, + the task records in 0.4; docs/CUDA_VM.md).
+/* AMK on-device ABI (IR_SPEC §8), version 0.5 (0.2 + the on-device decode fields of
+ * amk_program_t in 0.3, + the task records in 0.4, + opcodes 23-24 and the attention flag bits
+ * 3-4 in 0.5; docs/CUDA_VM.md).
  *
  * The ONE header shared by host and device code. Plain C so nvcc, gcc and clang agree on every
  * byte: fixed-width fields, no pointers-to-member, no C++ types. The IR (include/amk/ir.h) mirrors
@@ -14,7 +15,7 @@
 #include <stdint.h>
 
 #define AMK_ABI_VERSION_MAJOR 0
-#define AMK_ABI_VERSION_MINOR 4
+#define AMK_ABI_VERSION_MINOR 5
 
 #define AMK_MAX_INPUTS 8
 #define AMK_MAX_OUTPUTS 4
@@ -83,12 +84,19 @@ typedef enum amk_opcode_t {
   AMK_OP_RMSNORM_GEMV_TILE = 20,  /* [x, norm_w, W(, bias)]: RMSNORM(x) then GEMV_TILE */
   AMK_OP_SILU_MUL_GEMV_TILE = 21, /* [gate, up, W(, bias)]: SILU_MUL then GEMV_TILE */
   AMK_OP_GEMV_ADD_TILE = 22,      /* [x, W, residual(, bias)]: GEMV_TILE + residual tile */
-  AMK_OP_COUNT = 23
+  AMK_OP_SILU_MUL_GEMV_ADD_TILE = 23, /* [gate, up, W, residual(, bias)]: SILU_MUL, GEMV, + residual */
+  /* [q, k, v, k_cache, v_cache(, q_norm_w, k_norm_w)(, inv_freq)] -> [out, k_cache, v_cache]:
+     per-head RMSNORM, RoPE, the new KV row, then ATTENTION_TILE (docs/OPCODES.md) */
+  AMK_OP_ROPE_KV_ATTENTION_TILE = 24,
+  AMK_OP_COUNT = 25
 } amk_opcode_t;
 
 /* ATTENTION_TILE flag bits (params.flags). */
 #define AMK_ATTN_FLAG_CAUSAL 1
 #define AMK_ATTN_FLAG_PARTIAL 2 /* write the un-normalised flash partial [acc | m | l] */
+#define AMK_ATTN_FLAG_RUNTIME_WINDOW 4 /* the window is clipped to the step's position */
+#define AMK_ATTN_FLAG_HEAD_NORM 8      /* ROPE_KV_ATTENTION_TILE: per-head q/k RMSNORM first */
+#define AMK_ATTN_FLAG_ROPE_TABLE 16    /* ROPE_KV_ATTENTION_TILE: inv_freq input (ROPE_FREQ) */
 
 /* Counters are 32-bit and only ever incremented. */
 typedef uint32_t amk_counter_t;

@@ -18,8 +18,8 @@
 
 namespace amk {
 
-inline constexpr std::string_view kIrVersion = "0.2.0";
-inline constexpr std::string_view kAbiVersion = "0.4";
+inline constexpr std::string_view kIrVersion = "0.3.0";
+inline constexpr std::string_view kAbiVersion = "0.5";
 
 inline constexpr int kMaxInputs = 8;
 inline constexpr int kMaxOutputs = 4;
@@ -55,11 +55,15 @@ enum class Op : int32_t {
   RMSNORM_GEMV_TILE,   // 20: RMSNORM(x) then the GEMV_TILE body
   SILU_MUL_GEMV_TILE,  // 21: SILU_MUL(gate, up) then the GEMV_TILE body
   GEMV_ADD_TILE,       // 22: the GEMV_TILE body, then + residual over the tile's columns
+  SILU_MUL_GEMV_ADD_TILE,  // 23: SILU_MUL(gate, up), the GEMV_TILE body, then + residual
+  // 24: the decode attention of a layer with its prologue: per-head RMSNORM (Qwen3), ROPE of q
+  // and k at the step's position, the new k/v row into the caches, then ATTENTION_TILE.
+  ROPE_KV_ATTENTION_TILE,
 };
 inline constexpr int kNumDTypes = 10;
 inline constexpr int kNumMemSpaces = 4;
 inline constexpr int kNumBufferKinds = 6;
-inline constexpr int kNumOps = 23;
+inline constexpr int kNumOps = 25;
 
 // Names exactly as the JSON format spells them ("BF16", "GEMV_TILE", ...).
 std::string_view name_of(DType v);
@@ -208,6 +212,12 @@ struct ScheduleConfig {
   std::string page_allocation = "graph_color";
   int64_t threads_per_block = 256;
   int64_t smem_bytes_per_block = 0;
+  // The weight stream (docs/CUDA_VM.md "Weight streaming"): bytes of one ring stage (0: 32 KiB,
+  // widened to the widest weight row) and the bytes of bulk copies one SM keeps in flight
+  // (0: as many as the ring holds). Full bandwidth needs only ~32-64 KiB in flight per SM; more
+  // queues every L2 round trip on the dependency chain behind weight traffic.
+  int64_t stream_chunk_bytes = 0;
+  int64_t stream_bytes_in_flight = 0;
   bool operator==(const ScheduleConfig&) const = default;
 };
 

@@ -12,6 +12,11 @@ inline constexpr int64_t kPartial = 2;  // write the flash partial [acc | m | l]
 // The window is clipped to the step's position (docs/RUNTIME_POSITION.md): keys
 // [kv_start, min(kv_start + kv_len, pos + 1)). kv_start/kv_len are the block's static bounds.
 inline constexpr int64_t kRuntimeWindow = 4;
+// ROPE_KV_ATTENTION_TILE only (docs/OPCODES.md): inputs 5, 6 are the per-head q / k RMSNORM
+// weights (Qwen3's q_norm / k_norm, eps param) ...
+inline constexpr int64_t kHeadNorm = 8;
+// ... and the last input is an inv_freq table (ROPE_FREQ's); without it, ROPE's theta param.
+inline constexpr int64_t kRopeTable = 16;
 }  // namespace attention_flags
 
 namespace kv_append_flags {

@@ -41,7 +41,10 @@ static_assert(int(Op::NOP) == AMK_OP_NOP && int(Op::COPY) == AMK_OP_COPY &&
               int(Op::ROPE_FREQ) == AMK_OP_ROPE_FREQ &&
               int(Op::RMSNORM_GEMV_TILE) == AMK_OP_RMSNORM_GEMV_TILE &&
               int(Op::SILU_MUL_GEMV_TILE) == AMK_OP_SILU_MUL_GEMV_TILE &&
-              int(Op::GEMV_ADD_TILE) == AMK_OP_GEMV_ADD_TILE);
+              int(Op::GEMV_ADD_TILE) == AMK_OP_GEMV_ADD_TILE &&
+              int(Op::SILU_MUL_GEMV_ADD_TILE) == AMK_OP_SILU_MUL_GEMV_ADD_TILE &&
+              int(Op::ROPE_KV_ATTENTION_TILE) == AMK_OP_ROPE_KV_ATTENTION_TILE &&
+              true);
 
 namespace {
 
@@ -56,7 +59,8 @@ constexpr std::array<std::string_view, kNumOps> kOpNames = {
     "NOP",   "COPY",     "EMBED",    "RMSNORM", "LAYERNORM",       "GEMV_TILE",
     "GEMM_TILE", "ATTENTION_TILE", "ROPE", "SILU_MUL", "GELU", "ADD", "MUL", "DEQUANT",
     "SOFTMAX", "ALLREDUCE_SHARD", "KV_APPEND", "SAMPLE_ARGMAX", "ATTENTION_COMBINE",
-    "ROPE_FREQ", "RMSNORM_GEMV_TILE", "SILU_MUL_GEMV_TILE", "GEMV_ADD_TILE"};
+    "ROPE_FREQ", "RMSNORM_GEMV_TILE", "SILU_MUL_GEMV_TILE", "GEMV_ADD_TILE",
+    "SILU_MUL_GEMV_ADD_TILE", "ROPE_KV_ATTENTION_TILE"};
 
 template <typename E, size_t N>
 std::string_view lookup_name(const std::array<std::string_view, N>& names, E v) {
@@ -143,6 +147,11 @@ const OpSpec& op_spec(Op op) {
        "out[.., n_off:+N_tile] = (silu(gate) * up) @ W.T"},
       {Op::GEMV_ADD_TILE, 3, 4, 1, {"K", "N_tile", "n_off"},
        "out[.., n_off:+N_tile] = x @ W.T + residual[.., n_off:+N_tile]"},
+      {Op::SILU_MUL_GEMV_ADD_TILE, 4, 5, 1, {"K", "N_tile", "n_off"},
+       "out[.., n_off:+N_tile] = (silu(gate) * up) @ W.T + residual[.., n_off:+N_tile]"},
+      {Op::ROPE_KV_ATTENTION_TILE, 5, 8, 3,
+       {"head_dim", "kv_start", "kv_len", "scale", "n_heads", "n_kv_heads", "flags"},
+       "per-head norm + RoPE of q/k, the new KV row, then GQA attention over a KV window"},
   }};
   const auto i = static_cast<size_t>(op);
   return registry[i < registry.size() ? i : 0];

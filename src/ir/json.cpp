@@ -697,6 +697,10 @@ void write_config(Writer& w, const ScheduleConfig& c) {
   w.key("page_allocation"), w.str(c.page_allocation);
   w.key("threads_per_block"), w.integer(c.threads_per_block);
   w.key("smem_bytes_per_block"), w.integer(c.smem_bytes_per_block);
+  // Written only when set, so files of IR 0.2.0 round-trip byte for byte.
+  if (c.stream_chunk_bytes != 0) w.key("stream_chunk_bytes"), w.integer(c.stream_chunk_bytes);
+  if (c.stream_bytes_in_flight != 0)
+    w.key("stream_bytes_in_flight"), w.integer(c.stream_bytes_in_flight);
   w.end('}');
 }
 
@@ -1157,6 +1161,8 @@ ScheduleConfig decode_config(const Value& v, const Path& path, Warnings& warning
     c.page_allocation = get_string(*p, path.child("page_allocation"));
   c.threads_per_block = opt_int(f, path, "threads_per_block", c.threads_per_block);
   c.smem_bytes_per_block = opt_int(f, path, "smem_bytes_per_block", c.smem_bytes_per_block);
+  c.stream_chunk_bytes = opt_int(f, path, "stream_chunk_bytes", c.stream_chunk_bytes);
+  c.stream_bytes_in_flight = opt_int(f, path, "stream_bytes_in_flight", c.stream_bytes_in_flight);
   f.finish();
   return c;
 }

@@ -4,7 +4,9 @@
 // writer is not enough: a multi-writer buffer read after only part of its tiles is a race).
 // KV_CACHE: state from the previous step may be read freely unless this pass also appends to
 // it; then every non-writer reader must be ordered after the append. WAW: writers of one buffer
-// must either be disjoint tiles under one shared counter, or totally ordered.
+// must either write pairwise disjoint regions (tiles, KV rows: write_regions.h), or be totally
+// ordered. Unordered writers of disjoint regions cannot race with each other; a read is still
+// checked against every writer.
 //
 // Writers are grouped by out_counter: "all writers with counter c happen before t" is a single
 // happens-before query (c, t), so a reader of 1,000 tiles under one counter costs one query.
@@ -71,6 +73,7 @@ struct WawCheck {
   std::optional<std::pair<size_t, size_t>> overlap;  // one-counter case
   std::pair<int32_t, int32_t> culprits{-1, -1};      // after solving: a racing pair
   bool chain = false;  // after solving: writers totally ordered (multi-counter case)
+  bool disjoint = false;  // multi-counter writers whose regions are pairwise disjoint
 };
 
 // Reads of buffers whose writers race among themselves (a WAW error) are checked per counter
@@ -112,6 +115,16 @@ void check_races(const CheckInputs& in) {
                       std::max(ws[w.overlap->first], ws[w.overlap->second])};
       }
     } else {
+      // Writers under several counters whose regions are pairwise disjoint (say the fused
+      // attention's KV rows, one counter per head group) never conflict with each other.
+      regions.clear();
+      for (int32_t t : ws) regions.push_back(write_region(p.tasks[static_cast<size_t>(t)]));
+      if (!find_overlap(regions)) {
+        w.disjoint = true;
+        waw_of[bi] = static_cast<int32_t>(waws.size());
+        waws.push_back(std::move(w));
+        continue;
+      }
       // Totally ordered iff each writer happens before the next one in topological order.
       w.order.assign(ws.begin(), ws.end());
       std::sort(w.order.begin(), w.order.end(),
@@ -127,7 +140,7 @@ void check_races(const CheckInputs& in) {
   }
   hb.solve();
   for (WawCheck& w : waws) {
-    if (w.one_counter) continue;
+    if (w.one_counter || w.disjoint) continue;
     w.chain = true;
     for (size_t i = 0; i < w.links.size() && w.chain; ++i)
       if (!hb.answer(w.links[i])) {

@@ -66,8 +66,40 @@ WriteRegion write_region(const Task& task) {
     r.row_hi = kMax;
     return r;
   }
+  if (task.op == Op::ROPE_KV_ATTENTION_TILE) {
+    // The fused attention writes (besides its own partial) the new row of its KV heads, and
+    // only inside its window: rows [kv_start, kv_start + kv_len) (the step's position is one of
+    // them or none), columns [kv0 * head_dim, (kv0 + kvc) * head_dim) of the flattened
+    // [n_kv_heads * head_dim] row, kv0 / kvc its head range's KV heads (docs/OPCODES.md).
+    const auto kv_start = offset_param(task.params, "kv_start");
+    const auto kv_len = extent_param(task.params, "kv_len");
+    const auto head_dim = extent_param(task.params, "head_dim");
+    const auto n_heads = extent_param(task.params, "n_heads");
+    const auto n_kv = extent_param(task.params, "n_kv_heads");
+    if (!kv_start || !kv_len || !head_dim || !n_heads || !n_kv || *n_heads % *n_kv != 0) return r;
+    const int64_t rep = *n_heads / *n_kv;
+    int64_t first = 0, count = *n_heads;
+    if (task.params.find("n_off") || task.params.find("N_tile")) {
+      const auto n_off = offset_param(task.params, "n_off");
+      const auto n_tile = extent_param(task.params, "N_tile");
+      if (!n_off || !n_tile) return r;
+      first = *n_off;
+      count = *n_tile;
+    }
+    int64_t lo = 0, len = 0;
+    if (__builtin_mul_overflow(first / rep, *head_dim, &lo) ||
+        __builtin_mul_overflow(count / rep, *head_dim, &len))
+      return r;
+    r.whole = false;
+    r.row_lo = *kv_start;
+    r.row_hi = end_of(*kv_start, *kv_len);
+    r.col_lo = lo;
+    r.col_hi = end_of(lo, len);
+    return r;
+  }
   if (task.op != Op::GEMV_TILE && task.op != Op::GEMM_TILE && task.op != Op::RMSNORM_GEMV_TILE &&
-      task.op != Op::SILU_MUL_GEMV_TILE && task.op != Op::GEMV_ADD_TILE)
+      task.op != Op::SILU_MUL_GEMV_TILE && task.op != Op::GEMV_ADD_TILE &&
+      task.op != Op::SILU_MUL_GEMV_ADD_TILE)
     return r;
   const auto n_off = offset_param(task.params, "n_off");
   const auto n_tile = extent_param(task.params, "N_tile");

@@ -4,7 +4,9 @@
 // GEMV_TILE and GEMM_TILE write the columns [n_off, n_off + N_tile); GEMM_TILE also the rows
 // [m_off, m_off + M_tile) when both are given. A GEMV tile covers every row. A head-ranged
 // ATTENTION_COMBINE writes the columns [n_off * head_dim, (n_off + N_tile) * head_dim) of its
-// one-row output; a partial SAMPLE_ARGMAX the row m_off of its pairs. Any other op, or a
+// one-row output; a partial SAMPLE_ARGMAX the row m_off of its pairs; ROPE_KV_ATTENTION_TILE
+// (of its KV caches) the rows of its window [kv_start, kv_start + kv_len) and the columns of its
+// KV heads [kv0 * head_dim, (kv0 + kvc) * head_dim). Any other op, or a
 // tile whose params are absent or malformed, writes the whole buffer and overlaps everything.
 #pragma once
 

@@ -27,6 +27,8 @@ Fusion resolve_fusion(const ScheduleConfig& config) {
       f.silu_mul_gemv = true;
     } else if (g == std::vector<std::string>{"gemv", "add"}) {
       f.gemv_add = true;
+    } else if (g == std::vector<std::string>{"rope", "attention"}) {
+      f.rope_attention = true;
     } else {
       unknown += (unknown.empty() ? "" : ", ") + spell(g);
     }
@@ -34,7 +36,7 @@ Fusion resolve_fusion(const ScheduleConfig& config) {
   // Silently dropping a group would lower a different program than the one asked for.
   if (!unknown.empty())
     throw LoweringError("fusion_grouping cannot fuse " + unknown +
-                        " (known groups: [rmsnorm, gemv], [silu_mul, gemv], [gemv, add])");
+                         " (known groups: [rmsnorm, gemv], [silu_mul, gemv], [gemv, add], [rope, attention])");
   return f;
 }
 

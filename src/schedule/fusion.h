@@ -11,6 +11,11 @@ struct Fusion {
   bool rmsnorm_gemv = false;   // ["rmsnorm", "gemv"]  -> RMSNORM_GEMV_TILE (norm per tile)
   bool silu_mul_gemv = false;  // ["silu_mul", "gemv"] -> SILU_MUL_GEMV_TILE (down_proj)
   bool gemv_add = false;       // ["gemv", "add"]      -> GEMV_ADD_TILE (o_proj, down_proj)
+  // silu_mul_gemv and gemv_add together: down_proj is SILU_MUL_GEMV_ADD_TILE.
+  // ["rope", "attention"] -> ROPE_KV_ATTENTION_TILE: each attention task norms (Qwen3) and
+  // rotates its own q/k heads and writes the new KV row, so no COPY / head RMSNORM / ROPE /
+  // KV_APPEND task remains.
+  bool rope_attention = false;
 };
 
 // Throws LoweringError naming every group it does not know (and the ones it does).

@@ -25,6 +25,18 @@ void check_launch_config(const ScheduleConfig& c, const GpuTarget& target) {
                     c.smem_bytes_per_block, target.name, target.smem_bytes_per_block_optin));
   if (c.pipelining_depth < 0)
     throw LoweringError(fmt::format("pipelining_depth must be >= 0, got {}", c.pipelining_depth));
+  // The weight stream: a stage is one cp.async.bulk (multiple of 16 bytes, its mbarrier's
+  // tx-count is 20 bits); the in-flight bound is in bytes, at least one stage's worth is kept.
+  if (c.stream_chunk_bytes != 0 &&
+      (c.stream_chunk_bytes < 1024 || c.stream_chunk_bytes > (1 << 20) - 16 ||
+       c.stream_chunk_bytes % 16 != 0))
+    throw LoweringError(fmt::format("stream_chunk_bytes {} must be 0 (auto) or a multiple of 16 "
+                                    "in [1024, 1048560]",
+                                    c.stream_chunk_bytes));
+  if (c.stream_bytes_in_flight < 0 || c.stream_bytes_in_flight > (int64_t(1) << 24))
+    throw LoweringError(fmt::format("stream_bytes_in_flight {} must be 0 (the whole ring) or in "
+                                    "[1, 16777216]",
+                                    c.stream_bytes_in_flight));
   if (c.page_allocation != "graph_color" && c.page_allocation != "linear" &&
       c.page_allocation != "none")
     throw LoweringError(fmt::format("page_allocation '{}' is unknown (graph_color, linear or none)",

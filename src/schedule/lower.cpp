@@ -125,6 +125,19 @@ class GraphBuilder {
     t.est_bytes = est_bytes;
     t.est_flops = est_flops;
   }
+  // A task with several outputs (the fused attention also writes the KV caches) under `counter`;
+  // counter < 0: a counter of its own. Returns the counter.
+  int64_t multi_task(Op op, std::vector<int64_t> inputs, std::vector<int64_t> outputs,
+                     int64_t counter, Params params, std::string label, int64_t est_bytes,
+                     int64_t est_flops) {
+    if (counter < 0) counter = p_.new_counter(label);
+    std::vector<Wait> waits = waits_for(inputs);
+    Task& t = p_.add_task(op, std::move(inputs), std::move(outputs), counter, std::move(waits),
+                          std::move(params), std::move(label));
+    t.est_bytes = est_bytes;
+    t.est_flops = est_flops;
+    return counter;
+  }
   void mark_ready(int64_t buffer, Wait w) { ready_[buffer] = w; }
 
   static constexpr DType kActDtype = DType::F32;
@@ -321,35 +334,56 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
     normed_gemv(xn, w_k, b_k, k, KVD, "k_proj", ap + "k_proj");
     normed_gemv(xn, w_v, b_v, v, KVD, "v_proj", ap + "v_proj");
 
-    // A GEMV writes a flat [1, N] row. ROPE reads such a row as [heads, head_dim] directly;
-    // the per-head RMSNORM of qk_norm needs head-shaped rows, and COPY (a flat element copy)
-    // into a head-shaped buffer is that reshape.
-    int64_t q_heads = q, k_heads = k;
-    if (m.qk_norm) {
-      q_heads = g.act(ap + "q_heads", {NH, HD});
-      g.task(Op::COPY, {q}, q_heads, {}, ap + "q_heads", 0, 0);
-      k_heads = g.act(ap + "k_heads", {NKV, HD});
-      g.task(Op::COPY, {k}, k_heads, {}, ap + "k_heads", 0, 0);
-    }
-    if (m.qk_norm) {  // Qwen3: RMSNorm over each head's head_dim before RoPE
-      const int64_t w_qn = g.weight(wp + "self_attn.q_norm.weight", {HD});
-      const int64_t w_kn = g.weight(wp + "self_attn.k_norm.weight", {HD});
-      const int64_t qn = g.act(ap + "q_norm", {NH, HD});
-      g.task(Op::RMSNORM, {q_heads, w_qn}, qn, head_norm, ap + "q_norm", g.wbytes(HD), 4 * QD);
-      const int64_t kn = g.act(ap + "k_norm", {NKV, HD});
-      g.task(Op::RMSNORM, {k_heads, w_kn}, kn, head_norm, ap + "k_norm", g.wbytes(HD), 4 * KVD);
-      q_heads = qn;
-      k_heads = kn;
-    }
-    const int64_t q_rot = g.act(ap + "q_rope", {NH, HD});
-    g.task(rope_op, rope_inputs(q_heads), q_rot, rope, ap + "rope_q", 0, 6 * QD);
-    const int64_t k_rot = g.act(ap + "k_rope", {NKV, HD});
-    g.task(rope_op, rope_inputs(k_heads), k_rot, rope, ap + "rope_k", 0, 6 * KVD);
+    // With ["rope", "attention"] the attention tasks take q, k, v as the GEMVs wrote them and do
+    // the per-head norm, RoPE and the KV row themselves (ROPE_KV_ATTENTION_TILE).
+    int64_t q_rot = q;
+    std::vector<int64_t> fused_extra;  // the fused attention's inputs after the caches
+    int64_t fused_flags = 0;
+    Params fused_params;
+    if (fusion.rope_attention) {
+      if (m.qk_norm) {
+        fused_extra.push_back(g.weight(wp + "self_attn.q_norm.weight", {HD}));
+        fused_extra.push_back(g.weight(wp + "self_attn.k_norm.weight", {HD}));
+        fused_flags |= attention_flags::kHeadNorm;
+        fused_params.set_real("eps", eps);
+      }
+      if (inv_freq) {
+        fused_extra.push_back(*inv_freq);
+        fused_flags |= attention_flags::kRopeTable;
+      } else {
+        fused_params.set_real("theta", m.rope.theta);
+      }
+    } else {
+      // A GEMV writes a flat [1, N] row. ROPE reads such a row as [heads, head_dim] directly;
+      // the per-head RMSNORM of qk_norm needs head-shaped rows, and COPY (a flat element copy)
+      // into a head-shaped buffer is that reshape.
+      int64_t q_heads = q, k_heads = k;
+      if (m.qk_norm) {
+        q_heads = g.act(ap + "q_heads", {NH, HD});
+        g.task(Op::COPY, {q}, q_heads, {}, ap + "q_heads", 0, 0);
+        k_heads = g.act(ap + "k_heads", {NKV, HD});
+        g.task(Op::COPY, {k}, k_heads, {}, ap + "k_heads", 0, 0);
+      }
+      if (m.qk_norm) {  // Qwen3: RMSNorm over each head's head_dim before RoPE
+        const int64_t w_qn = g.weight(wp + "self_attn.q_norm.weight", {HD});
+        const int64_t w_kn = g.weight(wp + "self_attn.k_norm.weight", {HD});
+        const int64_t qn = g.act(ap + "q_norm", {NH, HD});
+        g.task(Op::RMSNORM, {q_heads, w_qn}, qn, head_norm, ap + "q_norm", g.wbytes(HD), 4 * QD);
+        const int64_t kn = g.act(ap + "k_norm", {NKV, HD});
+        g.task(Op::RMSNORM, {k_heads, w_kn}, kn, head_norm, ap + "k_norm", g.wbytes(HD), 4 * KVD);
+        q_heads = qn;
+        k_heads = kn;
+      }
+      q_rot = g.act(ap + "q_rope", {NH, HD});
+      g.task(rope_op, rope_inputs(q_heads), q_rot, rope, ap + "rope_q", 0, 6 * QD);
+      const int64_t k_rot = g.act(ap + "k_rope", {NKV, HD});
+      g.task(rope_op, rope_inputs(k_heads), k_rot, rope, ap + "rope_k", 0, 6 * KVD);
 
-    // The row is the step's position (flags bit 0), so one program serves every step.
-    const Params append = ints({{"pos", 0}, {"flags", kv_append_flags::kRuntimePos}});
-    g.task(Op::KV_APPEND, {k_rot, k_cache}, k_cache, append, ap + "kv_append_k", g.abytes(KVD), 0);
-    g.task(Op::KV_APPEND, {v, v_cache}, v_cache, append, ap + "kv_append_v", g.abytes(KVD), 0);
+      // The row is the step's position (flags bit 0), so one program serves every step.
+      const Params append = ints({{"pos", 0}, {"flags", kv_append_flags::kRuntimePos}});
+      g.task(Op::KV_APPEND, {k_rot, k_cache}, k_cache, append, ap + "kv_append_k", g.abytes(KVD), 0);
+      g.task(Op::KV_APPEND, {v, v_cache}, v_cache, append, ap + "kv_append_v", g.abytes(KVD), 0);
+    }
 
     const auto attn_params = [&](int64_t kv_start, int64_t kv_len, int64_t flags) {
       Params a = ints({{"head_dim", HD}, {"kv_start", kv_start}, {"kv_len", kv_len}});
@@ -362,10 +396,32 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
     const int64_t attn = g.act(ap + "attn", {1, QD});
     // KV bytes at the full window: the runtime window is at most this.
     const auto kv_bytes = [&](int64_t len) { return 2 * g.abytes(len * KVD); };
+    // One attention task into `out` under `counter` (< 0: its own counter, returned): the plain
+    // ATTENTION_TILE over the roped q, or the fused one that also writes the caches.
+    const auto attention_task = [&](Params params, int64_t out, int64_t counter,
+                                    const std::string& label, int64_t bytes, int64_t flops) {
+      if (!fusion.rope_attention) {
+        if (counter < 0) {
+          g.task(Op::ATTENTION_TILE, {q_rot, k_cache, v_cache}, out, std::move(params), label,
+                 bytes, flops);
+          return int64_t(-1);
+        }
+        g.shared_task(Op::ATTENTION_TILE, {q_rot, k_cache, v_cache}, out, counter,
+                      std::move(params), label, bytes, flops);
+        return counter;
+      }
+      for (const auto& [key, value] : fused_params.items()) params.set(key, value);
+      params.set_int("flags", params.get_int("flags", 0) | fused_flags);
+      std::vector<int64_t> in{q, k, v, k_cache, v_cache};
+      in.insert(in.end(), fused_extra.begin(), fused_extra.end());
+      return g.multi_task(Op::ROPE_KV_ATTENTION_TILE, std::move(in), {out, k_cache, v_cache},
+                          counter, std::move(params), label, bytes + g.abytes(2 * KVD), flops);
+    };
     if (n_blocks == 1) {
-      g.task(Op::ATTENTION_TILE, {q_rot, k_cache, v_cache}, attn,
-             attn_params(0, C, attention_flags::kRuntimeWindow), ap + "attention", kv_bytes(C),
-             4 * QD * C);
+      const int64_t counter =
+          attention_task(attn_params(0, C, attention_flags::kRuntimeWindow), attn, -1,
+                         ap + "attention", kv_bytes(C), 4 * QD * C);
+      if (counter >= 0) g.mark_ready(attn, Wait{counter, 1});
     } else {
       // Split-KV (flash decoding): each block's partial [acc | m | l]; blocks past the step's
       // position are empty partials, which the combine weighs as zero. With kv_heads, also split
@@ -391,9 +447,9 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
             params.set_int("n_off", gi * group_heads);
             params.set_int("N_tile", group_heads);
           }
-          g.shared_task(Op::ATTENTION_TILE, {q_rot, k_cache, v_cache}, part, counter,
-                        std::move(params), fmt::format("{}attention{}[kv{}]", ap, group, b),
-                        kv_bytes(len) / n_groups, 4 * QD * len / n_groups);
+          attention_task(std::move(params), part, counter,
+                         fmt::format("{}attention{}[kv{}]", ap, group, b), kv_bytes(len) / n_groups,
+                         4 * QD * len / n_groups);
           partials.push_back(part);
         }
         for (int64_t part : partials) g.mark_ready(part, Wait{counter, n_blocks});
@@ -418,9 +474,17 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
     const int64_t up = g.act(ap + "up", {1, F});
     normed_gemv(h1n, w_gate, b_gate, gate, F, "gate_proj", ap + "gate_proj");
     normed_gemv(h1n, w_up, b_up, up, F, "up_proj", ap + "up_proj");
-    if (fusion.silu_mul_gemv) {
-      // Every down_proj tile computes silu(gate) * up itself. No opcode fuses all three, so with
-      // ["gemv", "add"] too the residual stays an ADD here (o_proj still fuses it).
+    if (fusion.silu_mul_gemv && fusion.gemv_add) {
+      // Both groups: every down_proj tile computes silu(gate) * up, its rows, and adds the
+      // residual (SILU_MUL_GEMV_ADD_TILE): the layer ends with the down level, no ADD hop.
+      const int64_t h2 = g.act(ap + "mlp_residual", {1, H});
+      std::vector<int64_t> in{gate, up, w_down, h1};
+      if (b_down) in.push_back(*b_down);
+      g.tiles(Op::SILU_MUL_GEMV_ADD_TILE, std::move(in), {}, g.abytes(H), b_down.has_value(), h2,
+              F, H, tiling.n_tile("down_proj"), ap + "down_proj");
+      h = h2;
+    } else if (fusion.silu_mul_gemv) {
+      // Every down_proj tile computes silu(gate) * up itself; the residual is an ADD task.
       const int64_t down = g.act(ap + "down", {1, H});
       std::vector<int64_t> in{gate, up, w_down};
       if (b_down) in.push_back(*b_down);

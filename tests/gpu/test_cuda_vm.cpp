@@ -14,6 +14,7 @@
 
 #include "amk/checkpoint.h"
 #include "amk/cuda_vm.h"
+#include "amk/op_flags.h"
 #include "amk/decoder.h"
 #include "amk/lowering.h"
 #include "amk/oracle.h"
@@ -52,6 +53,16 @@ std::vector<std::pair<std::string, ScheduleConfig>> schedule_sweep() {
   ScheduleConfig by_head;
   by_head.tiling = {{"attention", {{"kv_block", 8}, {"kv_heads", 1}}}};
   out.emplace_back("split_kv8_heads1", by_head);
+  // The decode configuration's shape: every fusion (SILU_MUL_GEMV_ADD_TILE for down_proj, the
+  // fused ROPE_KV_ATTENTION_TILE split by block and head), a bounded weight stream.
+  ScheduleConfig all_fused = by_head;
+  all_fused.fusion_grouping = {
+      {"rmsnorm", "gemv"}, {"silu_mul", "gemv"}, {"gemv", "add"}, {"rope", "attention"}};
+  all_fused.stream_bytes_in_flight = 32768;
+  out.emplace_back("all_fused_split_kv8_heads1", all_fused);
+  ScheduleConfig rope_attention;
+  rope_attention.fusion_grouping = {{"rope", "attention"}};
+  out.emplace_back("rope_attention", rope_attention);
   // Partial argmaxes (of 40 logits: slices rounded up to 4) and their reduce.
   ScheduleConfig argmax_split;
   argmax_split.tiling = {{"sample_argmax", {{"N_tile", 40}}}};
@@ -172,14 +183,19 @@ TEST(CudaVm, RandomLlama3ScaledMatchesReference) {
   for (int64_t& t : tokens) t = int64_t(rng() % uint64_t(ck.config().vocab_size));
   std::vector<std::pair<std::string, ScheduleConfig>> configs;
   for (auto& [label, config] : schedule_sweep())
-    if (label == "default" || label == "fused" || label == "split_kv8") configs.emplace_back(label, config);
+    if (label == "default" || label == "fused" || label == "split_kv8" ||
+        label == "all_fused_split_kv8_heads1")
+      configs.emplace_back(label, config);
   for (const auto& [label, config] : configs) {
     SCOPED_TRACE(label);
     std::cout << "tiny (llama3 rope) / " << label << ":\n";
     const Program p = lower_fixture(ck, config, DType::BF16);
     bool has_rope_freq = false;
-    for (const Task& t : p.tasks) has_rope_freq |= t.op == Op::ROPE_FREQ;
-    EXPECT_TRUE(has_rope_freq) << "scaled RoPE lowers to ROPE_FREQ";
+    for (const Task& t : p.tasks)
+      has_rope_freq |= t.op == Op::ROPE_FREQ ||
+                       (t.op == Op::ROPE_KV_ATTENTION_TILE &&
+                        (t.params.get_int("flags", 0) & attention_flags::kRopeTable) != 0);
+    EXPECT_TRUE(has_rope_freq) << "scaled RoPE lowers to ROPE_FREQ (or the fused attention's table)";
     expect_matches_reference(ck, p, tokens);
   }
 }

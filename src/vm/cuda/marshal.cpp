@@ -45,10 +45,12 @@ bool device_implements(Op op) {
     case Op::KV_APPEND:
     case Op::SAMPLE_ARGMAX:
     case Op::ATTENTION_COMBINE:
+    case Op::ROPE_KV_ATTENTION_TILE:
     case Op::ROPE_FREQ:
     case Op::RMSNORM_GEMV_TILE:
     case Op::SILU_MUL_GEMV_TILE:
     case Op::GEMV_ADD_TILE:
+    case Op::SILU_MUL_GEMV_ADD_TILE:
       return true;
     default:
       return false;
@@ -57,13 +59,16 @@ bool device_implements(Op op) {
 
 bool is_gemv_family(Op op) {
   return op == Op::GEMV_TILE || op == Op::RMSNORM_GEMV_TILE || op == Op::SILU_MUL_GEMV_TILE ||
-         op == Op::GEMV_ADD_TILE;
+         op == Op::GEMV_ADD_TILE || op == Op::SILU_MUL_GEMV_ADD_TILE;
 }
 
 // The input slot of the [N, K] weight in each GEMV-family op (docs/OPCODES.md): the fused
 // prologues put their own operand (norm weight, up) before it.
 int gemv_weight_slot(Op op) {
-  return (op == Op::RMSNORM_GEMV_TILE || op == Op::SILU_MUL_GEMV_TILE) ? 2 : 1;
+  return (op == Op::RMSNORM_GEMV_TILE || op == Op::SILU_MUL_GEMV_TILE ||
+          op == Op::SILU_MUL_GEMV_ADD_TILE)
+             ? 2
+             : 1;
 }
 
 bool device_dtype(DType d) { return d == DType::F32 || d == DType::BF16 || d == DType::I32; }
@@ -254,7 +259,8 @@ int64_t task_scratch_bytes(const Task& t, const IdMaps& ids, int consumer_thread
     case Op::GEMV_TILE:
     case Op::RMSNORM_GEMV_TILE:
     case Op::SILU_MUL_GEMV_TILE:
-    case Op::GEMV_ADD_TILE: {
+    case Op::GEMV_ADD_TILE:
+    case Op::SILU_MUL_GEMV_ADD_TILE: {
       // x (after any fused prologue) as fp32: rows * K floats, the small reductions, and a
       // dot-product partial per (output row, warp segment) (ops/gemv.cuh).
       const int64_t K = std::max<int64_t>(t.params.get_int("K", 0), 1);
@@ -270,7 +276,8 @@ int64_t task_scratch_bytes(const Task& t, const IdMaps& ids, int consumer_thread
     case Op::ROPE:
     case Op::ROPE_FREQ:
       return std::max<int64_t>(rope_scratch_bytes(int(head_dim)), kSmallOpScratch);
-    case Op::ATTENTION_TILE: {
+    case Op::ATTENTION_TILE:
+    case Op::ROPE_KV_ATTENTION_TILE: {
       // Optional, but without it a CTA cannot split a head's keys over its idle warps. A head
       // range (N_tile) runs N_tile query heads over N_tile / (n_heads / n_kv_heads) KV heads.
       const int64_t all_heads = std::clamp<int64_t>(t.params.get_int("n_heads", 0), 0, 1 << 16);
@@ -279,9 +286,14 @@ int64_t task_scratch_bytes(const Task& t, const IdMaps& ids, int consumer_thread
       const int64_t heads = range > 0 ? std::min(range, all_heads) : all_heads;
       const int64_t kv =
           all_kv > 0 && all_heads % all_kv == 0 && all_heads > 0 ? heads / (all_heads / all_kv) : 0;
-      return std::max<int64_t>(attention_split_scratch_bytes(int(head_dim), int(heads), int(kv),
-                                                             consumer_threads),
-                               kSmallOpScratch);
+      const int64_t attention = std::max<int64_t>(
+          attention_split_scratch_bytes(int(head_dim), int(heads), int(kv), consumer_threads),
+          kSmallOpScratch);
+      // The fused op's prologue comes first (ops/attention.cuh): its q heads, the cos / sin
+      // table (head_dim doubles) and its KV heads' new row, each rounded to 16 bytes.
+      if (t.op != Op::ROPE_KV_ATTENTION_TILE) return attention;
+      const auto round4 = [](int64_t n) { return (n + 3) / 4 * 4; };
+      return attention + 4 * (round4(heads * head_dim) + 2 * head_dim + round4(kv * head_dim));
     }
     default:
       return kSmallOpScratch;
@@ -322,7 +334,8 @@ MegakernelLayout plan_layout(const Program& program, const IdMaps& ids,
   const int64_t room = budget - scratch - kRingBookkeepingBytes;  // for stages and mbarriers
   auto stages_for = [&](int64_t chunk) { return room / (chunk + kMbarrierBytesPerStage); };
 
-  int64_t chunk = kDefaultChunkBytes;
+  const int64_t configured_chunk = program.config ? program.config->stream_chunk_bytes : 0;
+  int64_t chunk = configured_chunk > 0 ? configured_chunk : kDefaultChunkBytes;
   // A stage holds whole rows: widen it to the widest row when two such stages still fit;
   // otherwise those rows are not ring-eligible and their tiles read global memory directly.
   if (widest_row > chunk && stages_for(round_up(widest_row, 16)) >= 2)
@@ -341,6 +354,11 @@ MegakernelLayout plan_layout(const Program& program, const IdMaps& ids,
     throw MarshalError(fmt::format("shared memory budget {} ({} of it the kernel's own) cannot "
                                    "hold the op scratch {} and two ring stages of {} bytes",
                                    configured_budget, kStaticSmemReserve, scratch, chunk));
+  // At least one copy in flight (a stage wider than the bound still streams, one at a time).
+  const int64_t in_flight = program.config ? program.config->stream_bytes_in_flight : 0;
+  layout.inflight_chunks =
+      in_flight > 0 ? int(std::clamp<int64_t>(in_flight / chunk, 1, layout.ring_stages))
+                    : layout.ring_stages;
   return layout;
 }
 

@@ -44,8 +44,10 @@ __device__ __forceinline__ void dispatch(const OpContext& c) {
     case AMK_OP_GEMV_TILE:
     case AMK_OP_RMSNORM_GEMV_TILE:
     case AMK_OP_SILU_MUL_GEMV_TILE:
-    case AMK_OP_GEMV_ADD_TILE: op_gemv(c); break;
+    case AMK_OP_GEMV_ADD_TILE:
+    case AMK_OP_SILU_MUL_GEMV_ADD_TILE: op_gemv(c); break;
     case AMK_OP_ATTENTION_TILE: op_attention_tile(c); break;
+    case AMK_OP_ROPE_KV_ATTENTION_TILE: op_rope_kv_attention_tile(c); break;
     case AMK_OP_ROPE:
     case AMK_OP_ROPE_FREQ: op_rope(c); break;
     case AMK_OP_SILU_MUL: op_silu_mul(c); break;
@@ -155,9 +157,11 @@ __device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_tas
         ++gemv_started;
         if (tid == 0) atomicExch(&ring->consumer_progress, gemv_started);
       }
-      // Only KV_APPEND and ATTENTION_TILE read the step position (their runtime-position flags):
-      // the volatile load stays off every other task's path.
-      const bool reads_position = inst.op == AMK_OP_KV_APPEND || inst.op == AMK_OP_ATTENTION_TILE;
+      // Only KV_APPEND and the attention ops read the step position (their runtime-position
+      // flags): the volatile load stays off every other task's path.
+      const bool reads_position = inst.op == AMK_OP_KV_APPEND ||
+                                  inst.op == AMK_OP_ATTENTION_TILE ||
+                                  inst.op == AMK_OP_ROPE_KV_ATTENTION_TILE;
       const OpContext c{&prog, &inst, rec->desc, scratch, scratch_bytes, tid, n_threads,
                         reads_position ? read_position(prog) : -1, ring, q - queue_begin, epoch};
       if (stamp) stamp[1] = global_ns();
@@ -190,7 +194,8 @@ __global__ void __launch_bounds__(kMaxConsumers + kProducerThreads, 1)
   WeightRing* ring = reinterpret_cast<WeightRing*>(barriers + 2 * layout.ring_stages);
 
   if (threadIdx.x == 0)
-    ring_init(*ring, stages, barriers, layout.ring_stages, layout.chunk_bytes, n_consumers / 32);
+    ring_init(*ring, stages, barriers, layout.ring_stages, layout.chunk_bytes,
+              layout.inflight_chunks, n_consumers / 32);
   __syncthreads();  // the only CTA-wide barrier: from here on consumers use named barrier 1
   if (int(blockIdx.x) >= prog.n_sms) return;
 

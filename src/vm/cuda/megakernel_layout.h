@@ -19,6 +19,10 @@ struct MegakernelLayout {
   int scratch_bytes = 0;       // multiple of 16
   int chunk_bytes = 32768;     // one ring stage: a multiple of 16
   int ring_stages = 4;         // >= 2
+  // Bulk copies the producer keeps in flight (issued, not yet landed), 1..ring_stages
+  // (ScheduleConfig.stream_bytes_in_flight / chunk_bytes). The ring may hold more landed
+  // stages than this: the bound is on requests queued in the memory system, not on capacity.
+  int inflight_chunks = 4;
 };
 
 // Total dynamic shared memory the layout needs: scratch + ring + 2 mbarriers per stage + 64 bytes

@@ -75,6 +75,7 @@ struct WeightRing {
   uint32_t barriers_smem;      // full[i] at + 8 i, empty[i] at + 8 (n_stages + i)
   int n_stages;                // 0: no ring (every tile is read from global memory)
   int chunk_bytes;             // bytes per stage, a multiple of 16
+  int inflight_chunks;         // copies the producer keeps issued-but-not-landed, <= n_stages
   int consumer_warps;          // arrivals that free a stage
   int consumer_progress;  // GEMV-family tasks the consumers have started (atomics only)
   int consumer_stage;          // the consumers' cursor, carried from one GEMV task to the next
@@ -109,12 +110,14 @@ struct RingCursor {
 
 // Thread 0 of the CTA, before the kernel's one __syncthreads.
 __device__ __forceinline__ void ring_init(WeightRing& r, uint8_t* stages, uint64_t* barriers,
-                                          int n_stages, int chunk_bytes, int consumer_warps) {
+                                          int n_stages, int chunk_bytes, int inflight_chunks,
+                                          int consumer_warps) {
   r.stage_base = stages;
   r.stage_base_smem = smem_addr(stages);
   r.barriers_smem = smem_addr(barriers);
   r.n_stages = n_stages;
   r.chunk_bytes = chunk_bytes;
+  r.inflight_chunks = inflight_chunks < 1 ? 1 : (inflight_chunks > n_stages ? n_stages : inflight_chunks);
   r.consumer_warps = consumer_warps;
   r.consumer_progress = 0;
   r.x_op = -1;
@@ -129,11 +132,15 @@ __device__ __forceinline__ void ring_init(WeightRing& r, uint8_t* stages, uint64
 
 __device__ __forceinline__ bool is_gemv_family(int op) {
   return op == AMK_OP_GEMV_TILE || op == AMK_OP_RMSNORM_GEMV_TILE ||
-         op == AMK_OP_SILU_MUL_GEMV_TILE || op == AMK_OP_GEMV_ADD_TILE;
+         op == AMK_OP_SILU_MUL_GEMV_TILE || op == AMK_OP_GEMV_ADD_TILE ||
+         op == AMK_OP_SILU_MUL_GEMV_ADD_TILE;
 }
 // Which input is the [N, K] weight.
 __device__ __forceinline__ int gemv_weight_input(int op) {
-  return (op == AMK_OP_RMSNORM_GEMV_TILE || op == AMK_OP_SILU_MUL_GEMV_TILE) ? 2 : 1;
+  return (op == AMK_OP_RMSNORM_GEMV_TILE || op == AMK_OP_SILU_MUL_GEMV_TILE ||
+          op == AMK_OP_SILU_MUL_GEMV_ADD_TILE)
+             ? 2
+             : 1;
 }
 
 // How one GEMV tile's weights travel. Evaluated identically by the producer and the consumers
@@ -203,14 +210,27 @@ __device__ __forceinline__ bool producer_wait_empty(const amk_program_t& prog,
   return true;
 }
 
+// Waits until the copy into `landed`'s stage has completed (its full phase is done): the
+// in-flight bound. The producer re-arms that stage only after this wait, so the phase cannot
+// have moved on. False on abort.
+__device__ __forceinline__ bool producer_wait_landed(const amk_program_t& prog,
+                                                     const WeightRing& ring, RingCursor landed) {
+  while (!mbar_try_wait(ring.full_bar(landed.stage), landed.phase)) {
+    if (abort_requested(prog)) return false;
+  }
+  return true;
+}
+
 // Streams every ring-eligible GEMV tile of this CTA's queue, n_steps times, in the consumers'
 // order. Run by ONE thread. Before returning (normally or on abort) it waits for its own copies
 // to land, so the CTA never exits with a bulk copy still writing its shared memory.
 __device__ __forceinline__ void ring_producer(const amk_program_t& prog, WeightRing& ring,
                                            int queue_begin, int queue_end) {
   RingCursor cur{0, 0u};
+  RingCursor landed{0, 0u};  // the oldest copy not yet seen complete
   const uint64_t policy = evict_first_policy();  // weights are read once per step
   int64_t issued = 0;     // chunks copied so far
+  int64_t seen_landed = 0;  // of those, seen complete (in order)
   int64_t gemv_task = 0;  // index of the GEMV-family task in the consumers' sequence
   for (int s = 0; s < prog.n_steps; ++s) {
     for (int q = queue_begin; q < queue_end; ++q) {
@@ -229,6 +249,14 @@ __device__ __forceinline__ void ring_producer(const amk_program_t& prog, WeightR
         const int n_rows = min(t.rows_per_chunk, t.rows - row);
         const uint32_t bytes = uint32_t(n_rows) * t.row_bytes;
         if (!producer_wait_empty(prog, ring, cur)) goto drain;
+        // Bytes in flight: at most inflight_chunks copies outstanding, so HBM stays busy while
+        // the consumers' L2 round trips (counters, activations) do not queue behind a deep
+        // backlog of weight requests (docs/CUDA_VM.md).
+        while (issued - seen_landed >= ring.inflight_chunks) {
+          if (!producer_wait_landed(prog, ring, landed)) goto drain;
+          landed.advance(ring.n_stages);
+          ++seen_landed;
+        }
         const uint32_t full = ring.full_bar(cur.stage);
         mbar_arrive_expect_tx(full, bytes);
         bulk_copy_g2s(ring.stage_base_smem + uint32_t(cur.stage) * uint32_t(ring.chunk_bytes),

@@ -34,10 +34,12 @@ void dispatch(Op op, const Params& params, std::span<const Tensor* const> inputs
     case Op::KV_APPEND: ref::op_kv_append(c); return;
     case Op::SAMPLE_ARGMAX: ref::op_sample_argmax(c); return;
     case Op::ATTENTION_COMBINE: ref::op_attention_combine(c); return;
+    case Op::ROPE_KV_ATTENTION_TILE: ref::op_rope_kv_attention_tile(c); return;
     case Op::ROPE_FREQ: ref::op_rope_freq(c); return;
     case Op::RMSNORM_GEMV_TILE: ref::op_rmsnorm_gemv_tile(c); return;
     case Op::SILU_MUL_GEMV_TILE: ref::op_silu_mul_gemv_tile(c); return;
     case Op::GEMV_ADD_TILE: ref::op_gemv_add_tile(c); return;
+    case Op::SILU_MUL_GEMV_ADD_TILE: ref::op_silu_mul_gemv_add_tile(c); return;
   }
   throw OpError("unknown opcode " + std::to_string(int(op)));
 }

@@ -43,6 +43,7 @@
 #pragma once
 
 #include "vm/cuda/ops/elementwise.cuh"
+#include "vm/cuda/ops/rope.cuh"
 
 namespace amk::cuda {
 
@@ -625,15 +626,17 @@ __device__ __forceinline__ int fast_attn_chunk(const OpContext& c, const Attenti
   return chunk < kAttnChunkKeys ? int(chunk) : kAttnChunkKeys;
 }
 
-__device__ inline void op_attention_tile(const OpContext& c) {
+// The window, head range and shape checks both attention ops share; fills `a` (pointers to the
+// task's first query head and first KV head in cache row 0) and returns 0 or an op_fail code
+// (without the opcode). q_numel / q_ptr: the query rows as given; k_cache / v_cache: the caches.
+__device__ inline int attention_setup(const OpContext& c, AttentionShape& a, int* first_head,
+                                      const amk_buffer_t& q, const amk_buffer_t& k,
+                                      const amk_buffer_t& v, int32_t known_flags) {
   const amk_params_t& p = c.inst->params;
-  constexpr int code = AMK_OP_ATTENTION_TILE * 16;
   if (p.head_dim < 1 || p.head_dim > kAttnMaxHeadDim || p.n_heads < 1 || p.n_kv_heads < 1 ||
       p.n_heads % p.n_kv_heads != 0)
-    return op_fail(c, code + 1);
-  if (p.kv_start < 0 || p.kv_len < 0 ||
-      (p.flags & ~(kAttnCausal | kAttnPartial | kAttnRuntimeWindow)) != 0)
-    return op_fail(c, code + 2);
+    return 1;
+  if (p.kv_start < 0 || p.kv_len < 0 || (p.flags & ~known_flags) != 0) return 2;
   // A head range (n_off, N_tile; N_tile 0 = every head) of whole GQA groups: the task reads
   // query heads [n_off, n_off + N_tile) and their KV heads, and its output holds just those.
   const int rep = p.n_heads / p.n_kv_heads;
@@ -641,34 +644,36 @@ __device__ inline void op_attention_tile(const OpContext& c) {
   if (ranged ? (p.n_off < 0 || p.N_tile < 1 || p.n_off % rep != 0 || p.N_tile % rep != 0 ||
                 int64_t(p.n_off) + p.N_tile > p.n_heads)
              : p.n_off != 0)
-    return op_fail(c, code + 2);
+    return 2;
   const int first = ranged ? p.n_off : 0, count = ranged ? p.N_tile : p.n_heads;
-  AttentionShape a{p.head_dim, count, count / rep, int64_t(p.n_kv_heads) * p.head_dim,
-                   p.kv_start, p.kv_len, p.scale, (p.flags & kAttnPartial) != 0,
-                   nullptr, nullptr, nullptr};
+  a = AttentionShape{p.head_dim, count, count / rep, int64_t(p.n_kv_heads) * p.head_dim,
+                     p.kv_start, p.kv_len, p.scale, (p.flags & kAttnPartial) != 0,
+                     nullptr, nullptr, nullptr};
   if ((p.flags & kAttnRuntimeWindow) != 0) {
-    if (c.pos < 0) return op_fail(c, code + 3);
+    if (c.pos < 0) return 3;
     const int64_t seen = int64_t(c.pos) + 1 - p.kv_start;
     a.kv_len = seen < 0 ? 0 : (seen < p.kv_len ? seen : p.kv_len);
   }
-  const amk_buffer_t& q = in_buf(c, 0);
-  const amk_buffer_t& k = in_buf(c, 1);
-  const amk_buffer_t& v = in_buf(c, 2);
   const amk_buffer_t& out = out_buf(c, 0);
   const int width = a.partial ? a.head_dim + 2 : a.head_dim;
   if (q.numel != int64_t(p.n_heads) * a.head_dim || k.rank != 3 || k.shape[1] != p.n_kv_heads ||
       k.shape[2] != a.head_dim || v.rank != 3 || v.shape[0] != k.shape[0] ||
       v.shape[1] != k.shape[1] || v.shape[2] != k.shape[2] ||
       int64_t(p.kv_start) + p.kv_len > k.shape[0] || out.numel != int64_t(a.n_heads) * width)
-    return op_fail(c, code + 4);
+    return 4;
   if (q.dtype != AMK_DTYPE_F32 || k.dtype != AMK_DTYPE_F32 || v.dtype != AMK_DTYPE_F32 ||
       out.dtype != AMK_DTYPE_F32)
-    return op_fail(c, code + 5);
+    return 5;
   // The range's first query head and first KV head; rows keep the full cache stride.
   a.q = static_cast<const float*>(q.ptr) + int64_t(first) * a.head_dim;
   a.k = static_cast<const float*>(k.ptr) + int64_t(first / rep) * a.head_dim;
   a.v = static_cast<const float*>(v.ptr) + int64_t(first / rep) * a.head_dim;
+  *first_head = first;
+  return 0;
+}
 
+// The attention proper, from a filled shape (q anywhere: global or op scratch).
+__device__ inline void attention_run(const OpContext& c, const AttentionShape& a) {
   const bool vec4 = a.head_dim % 4 == 0 && is_aligned16(a.q) && is_aligned16(a.k) &&
                     is_aligned16(a.v);
   bool staged = false;
@@ -677,6 +682,123 @@ __device__ inline void op_attention_tile(const OpContext& c) {
     attention_tile_fast(c, a, chunk, staged);
   else
     attention_tile_impl<1, 8, 1>(c, a);  // one float per lane per 32 dims: any head_dim <= 256
+}
+
+__device__ inline void op_attention_tile(const OpContext& c) {
+  AttentionShape a;
+  int first = 0;
+  if (const int err = attention_setup(c, a, &first, in_buf(c, 0), in_buf(c, 1), in_buf(c, 2),
+                                      kAttnCausal | kAttnPartial | kAttnRuntimeWindow))
+    return op_fail(c, AMK_OP_ATTENTION_TILE * 16 + err);
+  attention_run(c, a);
+}
+
+// ROPE_KV_ATTENTION_TILE (24): the prologue of src/vm/reference/ops/attention.cpp's
+// op_rope_kv_attention_tile, then the attention above with q read from op scratch.
+//   [q_s: the task's query heads, count * head_dim floats][cos | sin: head_dim doubles]
+//   [k_s: its KV heads' new row, kvc * head_dim floats][the attention's own scratch]
+// Each row (head) is normed by one warp (flags bit 3, the reference RMSNORM's formula as
+// rms_inv computes it), each rotate-half pair by one thread (ROPE's float32 angle, cos/sin in
+// double as op_rope); the task whose window holds the step's position writes its KV heads' row
+// of both caches, which its own attention then reads back (ordered by the barrier).
+// Extra op_fail codes: 6 inputs that do not match the flags / a bad norm weight or table,
+// 7 op scratch too small for the prologue.
+inline constexpr int32_t kAttnHeadNorm = AMK_ATTN_FLAG_HEAD_NORM;
+inline constexpr int32_t kAttnRopeTable = AMK_ATTN_FLAG_ROPE_TABLE;
+
+__device__ __forceinline__ int64_t rope_kv_prologue_floats(int count, int kvc, int head_dim) {
+  const auto round4 = [](int64_t n) { return (n + 3) / 4 * 4; };
+  return round4(int64_t(count) * head_dim) + 2 * int64_t(head_dim) + round4(int64_t(kvc) * head_dim);
+}
+
+__device__ inline void op_rope_kv_attention_tile(const OpContext& c) {
+  const amk_params_t& p = c.inst->params;
+  constexpr int code = AMK_OP_ROPE_KV_ATTENTION_TILE * 16;
+  const amk_buffer_t& q = in_buf(c, 0);
+  const amk_buffer_t& k = in_buf(c, 1);
+  const amk_buffer_t& v = in_buf(c, 2);
+  const amk_buffer_t& kc = out_buf(c, 1);
+  const amk_buffer_t& vc = out_buf(c, 2);
+  const bool norm = (p.flags & kAttnHeadNorm) != 0, table = (p.flags & kAttnRopeTable) != 0;
+  if (c.inst->n_inputs != 5 + (norm ? 2 : 0) + (table ? 1 : 0) || c.inst->n_outputs != 3 ||
+      (p.flags & kAttnRuntimeWindow) == 0)
+    return op_fail(c, code + 6);
+  AttentionShape a;
+  int first = 0;
+  if (const int err = attention_setup(c, a, &first, q, kc, vc,
+                                      kAttnCausal | kAttnPartial | kAttnRuntimeWindow |
+                                          kAttnHeadNorm | kAttnRopeTable))
+    return op_fail(c, code + err);
+  const int D = a.head_dim, half = D / 2, count = a.n_heads, kvc = a.n_kv_heads;
+  const int rep = p.n_heads / p.n_kv_heads, kv0 = first / rep;
+  if (D % 2 != 0 || k.numel != int64_t(p.n_kv_heads) * D || v.numel != k.numel ||
+      !is_f32_or_bf16(k.dtype) || !is_f32_or_bf16(v.dtype) || !is_f32_or_bf16(q.dtype) ||
+      (!table && !(p.theta > 0.0f)))
+    return op_fail(c, code + 4);
+  const amk_buffer_t* q_norm = norm ? &in_buf(c, 5) : nullptr;
+  const amk_buffer_t* k_norm = norm ? &in_buf(c, 6) : nullptr;
+  const amk_buffer_t* inv_freq = table ? &in_buf(c, c.inst->n_inputs - 1) : nullptr;
+  if ((norm && (q_norm->numel != D || k_norm->numel != D || !(p.eps >= 0.0f))) ||
+      (table && inv_freq->numel != half))
+    return op_fail(c, code + 6);
+  const int64_t pro = rope_kv_prologue_floats(count, kvc, D);
+  if (int64_t(c.scratch_bytes) < 4 * pro) return op_fail(c, code + 7);
+  float* q_s = c.scratch;
+  double* cos_t = reinterpret_cast<double*>(c.scratch + (int64_t(count) * D + 3) / 4 * 4);
+  double* sin_t = cos_t + half;
+  float* k_s = reinterpret_cast<float*>(sin_t + half);
+  const int64_t pos = c.pos;
+  const bool append = pos >= p.kv_start && pos < int64_t(p.kv_start) + p.kv_len;
+  if (append && pos >= kc.shape[0]) return op_fail(c, code + 4);
+  const int rows = count + (append ? kvc : 0);  // q heads, then (appending) the KV heads
+
+  // 1. The rows and the angles: every load issued before any is used.
+  for (int e = c.tid; e < count * D; e += c.n_threads) q_s[e] = load_f(q, int64_t(first) * D + e);
+  if (append)
+    for (int e = c.tid; e < kvc * D; e += c.n_threads) k_s[e] = load_f(k, int64_t(kv0) * D + e);
+  for (int i = c.tid; i < half; i += c.n_threads) {
+    const float f = table ? load_f(*inv_freq, i) : default_rope_inv_freq(p.theta, i, half);
+    const double angle = double(__fmul_rn(float(pos), f));
+    sincos(angle, &sin_t[i], &cos_t[i]);
+  }
+  consumer_sync(c.n_threads);
+  // 2. Per-head RMSNORM (Qwen3's q_norm / k_norm): one warp a row.
+  if (norm) {
+    const int warp = c.tid >> 5, lane = c.tid & 31, n_warps = c.n_threads >> 5;
+    for (int r = warp; r < rows; r += n_warps) {
+      float* x = r < count ? q_s + int64_t(r) * D : k_s + int64_t(r - count) * D;
+      const amk_buffer_t& w = r < count ? *q_norm : *k_norm;
+      float s = 0.0f;
+      for (int d = lane; d < D; d += 32) s += x[d] * x[d];
+      const float inv = rsqrtf(warp_sum(s) / float(D) + p.eps);
+      for (int d = lane; d < D; d += 32) x[d] = x[d] * inv * load_f(w, d);
+    }
+    consumer_sync(c.n_threads);
+  }
+  // 3. RoPE in place, one thread a pair; 4. the new row into both caches.
+  for (int e = c.tid; e < rows * half; e += c.n_threads) {
+    const int r = e / half, i = e - r * half;
+    float* x = r < count ? q_s + int64_t(r) * D : k_s + int64_t(r - count) * D;
+    const double x0 = x[i], x1 = x[i + half];
+    x[i] = float(x0 * cos_t[i] - x1 * sin_t[i]);
+    x[i + half] = float(x1 * cos_t[i] + x0 * sin_t[i]);
+  }
+  if (append) {
+    consumer_sync(c.n_threads);  // k_s rotated
+    const int64_t row = (pos * p.n_kv_heads + kv0) * D;
+    for (int e = c.tid; e < kvc * D; e += c.n_threads) {
+      store_f(kc, row + e, k_s[e]);
+      store_f(vc, row + e, load_f(v, int64_t(kv0) * D + e));
+    }
+    __threadfence_block();  // the attention below reads these rows back
+  }
+  consumer_sync(c.n_threads);
+  // 5. The attention, q from op scratch, its own scratch after the prologue's.
+  OpContext ac = c;
+  ac.scratch = c.scratch + pro;
+  ac.scratch_bytes = c.scratch_bytes - int(4 * pro);
+  a.q = q_s;
+  attention_run(ac, a);
 }
 
 __device__ inline void op_attention_combine(const OpContext& c) {

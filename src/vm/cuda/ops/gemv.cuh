@@ -1,5 +1,7 @@
-// The GEMV family: GEMV_TILE (5), RMSNORM_GEMV_TILE (20), SILU_MUL_GEMV_TILE (21) and
-// GEMV_ADD_TILE (22), as src/vm/reference/ops/matmul.cpp (fp weights) and fused_gemv.cpp.
+// The GEMV family: GEMV_TILE (5), RMSNORM_GEMV_TILE (20), SILU_MUL_GEMV_TILE (21),
+// GEMV_ADD_TILE (22) and SILU_MUL_GEMV_ADD_TILE (23), as src/vm/reference/ops/matmul.cpp (fp
+// weights) and fused_gemv.cpp. Each is one prologue (copy / RMSNORM / SILU_MUL) and one epilogue
+// (+ bias, + residual) around the same GEMV body.
 //
 //   1. x (K floats, fp32) is built in shared scratch: a copy of the activation row, RMSNORM of
 //      it (norm weight = input 1), or silu(gate) * up. This is the F32 intermediate the reference
@@ -61,20 +63,22 @@ __device__ __forceinline__ int resolve(const OpContext& c, Gemv& g) {
   const amk_params_t& p = inst.params;
   const int op = inst.op;
   const int wi = gemv_weight_input(op);
-  const int bias_index = op == AMK_OP_GEMV_TILE ? 2 : 3;
+  // The residual follows the weight in the ops that add one; the optional bias comes last.
+  const bool adds = op == AMK_OP_GEMV_ADD_TILE || op == AMK_OP_SILU_MUL_GEMV_ADD_TILE;
+  const int bias_index = wi + (adds ? 2 : 1);
   if (p.qdtype < 0 || p.qdtype > AMK_DTYPE_F8E5M2) return kBadParams;  // quantized: no device code
   if (p.K < 1 || p.N_tile < 1 || p.n_off < 0) return kBadParams;
   if (inst.n_inputs <= wi || inst.n_outputs < 1) return kBadParams;
-  if (op == AMK_OP_GEMV_ADD_TILE && inst.n_inputs < 3) return kBadFusedOperand;
+  if (adds && inst.n_inputs < wi + 2) return kBadFusedOperand;
   g.K = p.K;
   g.N_tile = p.N_tile;
   g.n_off = p.n_off;
   g.x = &in_buf(c, 0);
-  g.aux = (op == AMK_OP_RMSNORM_GEMV_TILE || op == AMK_OP_SILU_MUL_GEMV_TILE) ? &in_buf(c, 1)
-                                                                              : nullptr;
+  const bool silu = op == AMK_OP_SILU_MUL_GEMV_TILE || op == AMK_OP_SILU_MUL_GEMV_ADD_TILE;
+  g.aux = (op == AMK_OP_RMSNORM_GEMV_TILE || silu) ? &in_buf(c, 1) : nullptr;
   g.W = &in_buf(c, wi);
   g.bias = inst.n_inputs > bias_index ? &in_buf(c, bias_index) : nullptr;
-  g.residual = op == AMK_OP_GEMV_ADD_TILE ? &in_buf(c, 2) : nullptr;
+  g.residual = adds ? &in_buf(c, wi + 1) : nullptr;
   g.out = &out_buf(c, 0);
 
   if (last_dim(*g.x) != g.K) return kBadX;
@@ -91,7 +95,7 @@ __device__ __forceinline__ int resolve(const OpContext& c, Gemv& g) {
   if (op == AMK_OP_RMSNORM_GEMV_TILE &&
       (p.hidden != g.K || g.aux->numel != g.K || !(p.eps >= 0.0f)))
     return kBadFusedOperand;
-  if (op == AMK_OP_SILU_MUL_GEMV_TILE && g.aux->numel != g.x->numel) return kBadFusedOperand;
+  if (silu && g.aux->numel != g.x->numel) return kBadFusedOperand;
   if (g.residual && g.residual->numel != g.out->numel) return kBadFusedOperand;
   // x, the reductions and one partial per output row (gemv_from_ring may use more if present).
   if ((int64_t(g.K) + kReduceFloats + g.N_tile) * 4 > c.scratch_bytes) return kScratchTooSmall;
@@ -151,8 +155,8 @@ __device__ __forceinline__ void build_x(const OpContext& c, const Gemv& g, int64
   const int64_t base = r * K;
   float4* xs4 = reinterpret_cast<float4*>(xs);
   const bool vec = K % 4 == 0 && vec4_ok(*g.x, base) &&
-                   (g.aux == nullptr || vec4_ok(*g.aux, op == AMK_OP_SILU_MUL_GEMV_TILE ? base : 0));
-  if (op == AMK_OP_SILU_MUL_GEMV_TILE) {
+                   (g.aux == nullptr || vec4_ok(*g.aux, op == AMK_OP_RMSNORM_GEMV_TILE ? 0 : base));
+  if (op == AMK_OP_SILU_MUL_GEMV_TILE || op == AMK_OP_SILU_MUL_GEMV_ADD_TILE) {
     if (vec)
       build_x_vec4(c, *g.x, base / 4, *g.aux, base / 4, K / 4, xs4,
                    [](float gate, float up) { return silu(gate) * up; });
@@ -258,7 +262,7 @@ __device__ __forceinline__ void write_output(const Gemv& g, int64_t r, int j, fl
   float y = dot;
   if (g.bias) y += load_f(*g.bias, n);
   const int64_t idx = r * g.out_cols + n;
-  // GEMV_ADD_TILE: the F32 GEMV result, then ADD with the residual (read before the write, so
+  // GEMV_ADD_TILE / SILU_MUL_GEMV_ADD_TILE: the F32 GEMV result, then ADD with the residual (read before the write, so
   // the residual may alias the output).
   if (g.residual) y += load_f(*g.residual, idx);
   store_f(*g.out, idx, y);
@@ -375,9 +379,7 @@ __device__ inline void op_gemv(const OpContext& c) {
     // per step and a page is reused only after all its readers (this CTA's tasks included) are
     // done. So a CTA's consecutive tiles of one projection build x once. Every thread reads the
     // key before build_x's barrier; thread 0 rewrites it only after that barrier.
-    const int in1 = c.inst->op == AMK_OP_RMSNORM_GEMV_TILE || c.inst->op == AMK_OP_SILU_MUL_GEMV_TILE
-                        ? c.inst->inputs[1]
-                        : -1;
+    const int in1 = gemv_weight_input(c.inst->op) == 2 ? c.inst->inputs[1] : -1;
     const bool x_ready = ring.x_op == c.inst->op && ring.x_in0 == c.inst->inputs[0] &&
                          ring.x_in1 == in1 && ring.x_epoch == c.epoch;
     if (!x_ready)

@@ -10,6 +10,8 @@
 //   ATTENTION_TILE none required; with attention_split_scratch_bytes() it runs its chunked
 //                  decode fast path (16-byte rows) or, for other rows, splits each head's keys
 //                  over idle warps; with less it runs the slower warp-per-head path.
+//   ROPE_KV_ATTENTION_TILE  its prologue first (q heads, head_dim doubles of cos/sin, the KV
+//                  heads' new row, each rounded to 16 bytes), then ATTENTION_TILE's
 // An op given less than it requires fails (op_fail) instead of overrunning shared memory.
 #pragma once
 

@@ -14,8 +14,10 @@
 // one-row output and leaves the rest of it alone. This splits a layer's attention over SMs by
 // KV head as well as by KV block.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -202,6 +204,127 @@ void op_attention_combine(const OpContext& c) {
            " does not fit an output of " + num(out.numel()) + " elements (head_dim " +
            num(head_dim) + ")");
   for (int64_t i = 0; i < on; ++i) store(out, heads.first * head_dim + i, result[size_t(i)]);
+}
+
+}  // namespace amk::ref
+
+namespace amk::ref {
+
+// ROPE_KV_ATTENTION_TILE: the decode attention of one task with its prologue, composed of the
+// existing ops run under their own contexts (one implementation per instruction):
+//   q_t = the task's query heads of q; k_t, v_t = their KV heads of k, v (flat GEMV rows)
+//   flags bit 3: q_t = RMSNORM(q_t, q_norm_w), k_t = RMSNORM(k_t, k_norm_w) per head (eps)
+//   q_t, k_t = ROPE(.., pos) (flags bit 4: ROPE_FREQ with the inv_freq input)
+//   if the window [kv_start, kv_start + kv_len) holds pos: cache rows pos of the task's KV heads
+//     = k_t, v_t (KV_APPEND's row write, restricted to those heads' columns)
+//   out = ATTENTION_TILE(q_t, k_cache, v_cache) with the same window, head range and flags.
+// pos is the step's position; the runtime window (flags bit 2) is required. The F32
+// intermediates are the unfused program's activation buffers, so the logits match it exactly.
+void op_rope_kv_attention_tile(const OpContext& c) {
+  c.check_registry();
+  const int64_t flags = c.int_param("flags");
+  const int64_t known = kFlagCausal | kFlagPartial | kFlagRuntimeWindow | attention_flags::kHeadNorm |
+                        attention_flags::kRopeTable;
+  if ((flags & ~known) != 0)
+    c.fail("param flags " + num(flags) + " has unknown bits (bit 0 causal, bit 1 partial, bit 2 "
+           "runtime window, bit 3 head norm, bit 4 rope table)");
+  if ((flags & kFlagRuntimeWindow) == 0)
+    c.fail("param flags " + num(flags) + " must set bit 2 (runtime window): the new row is the "
+           "step's position");
+  const bool norm = (flags & attention_flags::kHeadNorm) != 0;
+  const bool table = (flags & attention_flags::kRopeTable) != 0;
+  const size_t n_in = 5 + (norm ? 2 : 0) + (table ? 1 : 0);
+  if (c.num_inputs() != n_in)
+    c.fail("has " + num(int64_t(c.num_inputs())) + " inputs, flags " + num(flags) + " need " +
+           num(int64_t(n_in)) + " (q, k, v, k_cache, v_cache" + (norm ? ", q_norm_w, k_norm_w" : "") +
+           (table ? ", inv_freq" : "") + ")");
+  const int64_t head_dim = c.int_param("head_dim");
+  const int64_t n_heads = c.int_param("n_heads"), n_kv = c.int_param("n_kv_heads");
+  if (head_dim < 2 || head_dim % 2 != 0)
+    c.fail("param head_dim must be even and >= 2, got " + num(head_dim));
+  if (n_heads < 1 || n_kv < 1 || n_heads % n_kv != 0)
+    c.fail("param n_heads " + num(n_heads) + " must be a positive multiple of n_kv_heads " +
+           num(n_kv));
+  const int64_t rep = n_heads / n_kv;
+  const HeadRange heads = head_range(c, n_heads, rep);
+  const int64_t kv0 = heads.first / rep, kvc = heads.count / rep;
+  const Tensor& q = c.input(0);
+  const Tensor& k = c.input(1);
+  const Tensor& v = c.input(2);
+  require_float(c, q, "input 0 (q)");
+  require_float(c, k, "input 1 (k)");
+  require_float(c, v, "input 2 (v)");
+  require_numel(c, q, "input 0 (q)", n_heads * head_dim, "n_heads x head_dim");
+  require_numel(c, k, "input 1 (k)", n_kv * head_dim, "n_kv_heads x head_dim");
+  require_numel(c, v, "input 2 (v)", n_kv * head_dim, "n_kv_heads x head_dim");
+  Tensor& k_cache = c.output(1);
+  Tensor& v_cache = c.output(2);
+  for (int i : {1, 2}) {
+    const Tensor& in = c.input(size_t(i) + 2);
+    const Tensor& out = c.output(size_t(i));
+    if (out.dtype != in.dtype || out.shape != in.shape)
+      c.fail("output " + num(i) + " must be the cache, input " + num(i + 2));
+  }
+  require_rank(c, k_cache, "output 1 (k cache)", 3);
+  if (k_cache.shape[1] != n_kv || k_cache.shape[2] != head_dim)
+    c.fail("output 1 (k cache) has shape " + shape_str(k_cache.shape) + ", expected [max_seq, " +
+           num(n_kv) + ", " + num(head_dim) + "]");
+  if (&k_cache != &c.input(3)) k_cache.bytes = c.input(3).bytes;
+  if (&v_cache != &c.input(4)) v_cache.bytes = c.input(4).bytes;
+
+  const int64_t pos = c.step_position("flags bit 2 (runtime window)");
+  Tensor positions = Tensor::zeros(DType::I32, {1});
+  positions.set_int(0, pos);
+  // Rows of head_dim: copy the task's heads, then norm and rotate them as the unfused ops do.
+  const auto heads_of = [&](const Tensor& src, int64_t first, int64_t count) {
+    Tensor t = Tensor::zeros(DType::F32, {count, head_dim});
+    for (int64_t i = 0; i < count * head_dim; ++i) store(t, i, load(src, first * head_dim + i));
+    return t;
+  };
+  const auto prologue = [&](Tensor x, size_t norm_input) {
+    if (norm) {
+      Params np;
+      np.set_real("eps", c.real_param("eps"));
+      np.set_int("hidden", head_dim);
+      Tensor xn = Tensor::zeros(DType::F32, x.shape);
+      const std::array<const Tensor*, 2> in{&x, &c.input(norm_input)};
+      const std::array<Tensor*, 1> out{&xn};
+      op_rmsnorm(OpContext(Op::RMSNORM, np, in, out, c.step()));
+      x = std::move(xn);
+    }
+    Params rp;
+    rp.set_int("head_dim", head_dim);
+    if (!table) rp.set_real("theta", c.real_param("theta"));
+    Tensor xr = Tensor::zeros(DType::F32, x.shape);
+    std::array<const Tensor*, 3> in{&x, &positions, table ? &c.input(n_in - 1) : nullptr};
+    const std::array<Tensor*, 1> out{&xr};
+    const OpContext rc(table ? Op::ROPE_FREQ : Op::ROPE, rp, std::span(in.data(), table ? 3 : 2),
+                       out, c.step());
+    if (table) op_rope_freq(rc); else op_rope(rc);
+    return xr;
+  };
+  const Tensor q_t = prologue(heads_of(q, heads.first, heads.count), 5);
+  const int64_t kv_start = c.int_param("kv_start"), kv_len = c.int_param("kv_len");
+  if (pos >= kv_start && pos < kv_start + kv_len) {
+    if (pos >= k_cache.shape[0])
+      c.fail("the step's position " + num(pos) + " is past the cache's " +
+             num(k_cache.shape[0]) + " rows");
+    const Tensor k_t = prologue(heads_of(k, kv0, kvc), 6);
+    const int64_t row = (pos * n_kv + kv0) * head_dim;
+    for (int64_t i = 0; i < kvc * head_dim; ++i) {
+      store(k_cache, row + i, load(k_t, i));
+      store(v_cache, row + i, load(v, kv0 * head_dim + i));
+    }
+  }
+  // ATTENTION_TILE over a q whose other heads it does not read (zeros).
+  Tensor q_full = Tensor::zeros(DType::F32, {1, n_heads * head_dim});
+  for (int64_t i = 0; i < heads.count * head_dim; ++i)
+    store(q_full, heads.first * head_dim + i, load(q_t, i));
+  Params ap = c.params();
+  ap.set_int("flags", flags & (kFlagCausal | kFlagPartial | kFlagRuntimeWindow));
+  const std::array<const Tensor*, 3> in{&q_full, &k_cache, &v_cache};
+  const std::array<Tensor*, 1> out{&c.output(0)};
+  op_attention_tile(OpContext(Op::ATTENTION_TILE, ap, in, out, c.step()));
 }
 
 }  // namespace amk::ref

@@ -1,5 +1,5 @@
-// The fused GEMV tiles of ScheduleConfig.fusion_grouping: RMSNORM_GEMV_TILE, SILU_MUL_GEMV_TILE
-// and GEMV_ADD_TILE.
+// The fused GEMV tiles of ScheduleConfig.fusion_grouping: RMSNORM_GEMV_TILE, SILU_MUL_GEMV_TILE,
+// GEMV_ADD_TILE and SILU_MUL_GEMV_ADD_TILE.
 //
 // Each one runs the existing ops (op_rmsnorm, op_silu_mul, op_gemv_gemm, op_add) under their own
 // contexts rather than restating their arithmetic, so a fused tile can never drift from the
@@ -31,6 +31,44 @@ void gemv_into(const OpContext& c, const Tensor& x, size_t w_index, size_t bias_
   op_gemv_gemm(OpContext(Op::GEMV_TILE, c.params(), std::span(in.data(), n), outs, c.step()));
 }
 
+// SILU_MUL(gate = input 0, up = input 1) into an F32 tensor of gate's shape.
+Tensor silu_mul_of(const OpContext& c) {
+  Tensor act = Tensor::zeros(DType::F32, c.input(0).shape);
+  const std::array<const Tensor*, 2> act_in{&c.input(0), &c.input(1)};
+  const std::array<Tensor*, 1> act_out{&act};
+  op_silu_mul(OpContext(Op::SILU_MUL, c.params(), act_in, act_out, c.step()));
+  return act;
+}
+
+// out[.., n_off:+N_tile] = GEMV_TILE(x, W = input w_index, bias) + residual (input w_index + 1)
+// over the tile's columns: the GEMV writes its tile of an F32 copy of the output's shape; then
+// ADD runs over just the tile's columns (gathered, added, scattered back), leaving sibling
+// tiles' columns alone.
+void gemv_add_into(const OpContext& c, const Tensor& x, size_t w_index) {
+  Tensor& out = c.output(0);
+  const Tensor& residual = c.input(w_index + 1);
+  require_numel(c, residual, "input " + num(int64_t(w_index) + 1) + " (residual)", out.numel(),
+                "the size of output 0");
+  Tensor y = Tensor::zeros(DType::F32, out.shape);
+  gemv_into(c, x, w_index, w_index + 2, y);  // validates K, N_tile, n_off against x, W and out
+  const int64_t n_off = c.int_param("n_off"), N_tile = c.int_param("N_tile");
+  const int64_t cols = out.shape.back(), rows = out.numel() / cols;
+  Tensor y_tile = Tensor::zeros(DType::F32, {rows, N_tile});
+  Tensor r_tile = Tensor::zeros(residual.dtype, {rows, N_tile});
+  Tensor sum = Tensor::zeros(out.dtype, {rows, N_tile});
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < N_tile; ++j) {
+      y_tile.set(r * N_tile + j, y.get(r * cols + n_off + j));
+      store(r_tile, r * N_tile + j, load(residual, r * cols + n_off + j));
+    }
+  const std::array<const Tensor*, 2> add_in{&y_tile, &r_tile};
+  const std::array<Tensor*, 1> add_out{&sum};
+  op_add(OpContext(Op::ADD, Params{}, add_in, add_out, c.step()));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < N_tile; ++j)
+      store(out, r * cols + n_off + j, load(sum, r * N_tile + j));
+}
+
 }  // namespace
 
 void op_rmsnorm_gemv_tile(const OpContext& c) {
@@ -48,38 +86,17 @@ void op_rmsnorm_gemv_tile(const OpContext& c) {
 
 void op_silu_mul_gemv_tile(const OpContext& c) {
   c.check_registry();
-  Tensor act = Tensor::zeros(DType::F32, c.input(0).shape);
-  const std::array<const Tensor*, 2> act_in{&c.input(0), &c.input(1)};
-  const std::array<Tensor*, 1> act_out{&act};
-  op_silu_mul(OpContext(Op::SILU_MUL, c.params(), act_in, act_out, c.step()));
-  gemv_into(c, act, 2, 3, c.output(0));
+  gemv_into(c, silu_mul_of(c), 2, 3, c.output(0));
 }
 
 void op_gemv_add_tile(const OpContext& c) {
   c.check_registry();
-  Tensor& out = c.output(0);
-  const Tensor& residual = c.input(2);
-  require_numel(c, residual, "input 2 (residual)", out.numel(), "the size of output 0");
-  // The GEMV writes its tile of an F32 copy of the output's shape; then ADD runs over just the
-  // tile's columns (gathered, added, scattered back), leaving sibling tiles' columns alone.
-  Tensor y = Tensor::zeros(DType::F32, out.shape);
-  gemv_into(c, c.input(0), 1, 3, y);  // validates K, N_tile, n_off against x, W and out
-  const int64_t n_off = c.int_param("n_off"), N_tile = c.int_param("N_tile");
-  const int64_t cols = out.shape.back(), rows = out.numel() / cols;
-  Tensor y_tile = Tensor::zeros(DType::F32, {rows, N_tile});
-  Tensor r_tile = Tensor::zeros(residual.dtype, {rows, N_tile});
-  Tensor sum = Tensor::zeros(out.dtype, {rows, N_tile});
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < N_tile; ++j) {
-      y_tile.set(r * N_tile + j, y.get(r * cols + n_off + j));
-      store(r_tile, r * N_tile + j, load(residual, r * cols + n_off + j));
-    }
-  const std::array<const Tensor*, 2> add_in{&y_tile, &r_tile};
-  const std::array<Tensor*, 1> add_out{&sum};
-  op_add(OpContext(Op::ADD, Params{}, add_in, add_out, c.step()));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < N_tile; ++j)
-      store(out, r * cols + n_off + j, load(sum, r * N_tile + j));
+  gemv_add_into(c, c.input(0), 1);
+}
+
+void op_silu_mul_gemv_add_tile(const OpContext& c) {
+  c.check_registry();
+  gemv_add_into(c, silu_mul_of(c), 2);
 }
 
 }  // namespace amk::ref

@@ -25,11 +25,13 @@ void op_gemv_gemm(const OpContext& c);
 void op_rmsnorm_gemv_tile(const OpContext& c);
 void op_silu_mul_gemv_tile(const OpContext& c);
 void op_gemv_add_tile(const OpContext& c);
+void op_silu_mul_gemv_add_tile(const OpContext& c);
 // quant.cpp
 void op_dequant(const OpContext& c);
 // attention.cpp
 void op_attention_tile(const OpContext& c);
 void op_attention_combine(const OpContext& c);
+void op_rope_kv_attention_tile(const OpContext& c);
 // rope.cpp (ROPE and ROPE_FREQ)
 void op_rope(const OpContext& c);
 void op_rope_freq(const OpContext& c);

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Runs ON THE GPU MACHINE: one preset, several ScheduleConfig variants, one `amk bench` each (the
+# correctness check first, as always), and a table of µs/token and % of floor per variant. The
+# measured way to pick a knob's default (bench/RESULTS.md records what it found).
+#
+#   scripts/gpu_sweep.sh --prebuilt DIR --preset NAME [--base CFG] [--peer] VARIANT...
+#
+# VARIANT: "base" or comma-separated KEY=VALUE overrides of the base config's top-level integer
+# keys, e.g. stream_bytes_in_flight=65536,stream_chunk_bytes=16384. The checkpoint is generated
+# once into /tmp/amk-sweep-NAME and reused. Logs and JSON go to $OUT (or ./gpu-sweep-out).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+
+prebuilt="" preset="" base=bench/configs/decode.json peer=() variants=() extra=()
+while (($#)); do
+  case "$1" in
+    --prebuilt) prebuilt="${2:?}"; shift 2 ;;
+    --preset) preset="${2:?}"; shift 2 ;;
+    --base) base="${2:?}"; shift 2 ;;
+    --peer) peer=(--peer); shift ;;
+    --) shift; extra=("$@"); break ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) variants+=("$1"); shift ;;
+  esac
+done
+[[ -n "$prebuilt" && -n "$preset" && ${#variants[@]} -gt 0 ]] || { sed -n '2,11p' "$0"; exit 2; }
+amk="$(cd "$prebuilt" && pwd)/amk"
+out="${OUT:-$PWD/gpu-sweep-out}"
+mkdir -p "$out"
+cfgdir=$(mktemp -d /tmp/amk-sweep-cfg.XXXXXX)
+rows=()
+for i in "${!variants[@]}"; do
+  v=${variants[$i]}
+  cfg="$cfgdir/v$i.json"
+  python3 - "$base" "$cfg" "$v" <<'EOF' || { echo "bad variant '$v'"; exit 2; }
+import json, sys
+base, dst, variant = sys.argv[1:4]
+c = json.load(open(base))
+if variant != "base":
+    for kv in variant.split(","):
+        k, val = kv.split("=", 1)
+        c[k] = int(val)
+json.dump(c, open(dst, "w"), indent=1)
+EOF
+  echo "== $preset [$v]"
+  p=()
+  ((i == 0)) && p=("${peer[@]}")
+  timeout 300 "$amk" bench --preset "$preset" --preset-dir "/tmp/amk-sweep-$preset" --config "$cfg" \
+    --json "$out/sweep-$preset-$i.json" --results "$out/results.tsv" --tag "sweep $v" "${p[@]}" \
+    "${extra[@]}" >"$cfgdir/log$i" 2>&1
+  rc=$?
+  tail -n 4 "$cfgdir/log$i"
+  row=$(python3 - "$out/sweep-$preset-$i.json" "$v" "$rc" <<'EOF'
+import json, sys
+path, v, rc = sys.argv[1:4]
+try:
+    r = json.load(open(path))
+except Exception:
+    print(f"{v}|rc {rc}|-|-|-|-"); sys.exit()
+us = r.get("median_us_per_token")
+peer = r.get("peer_us_per_token")
+fmt = lambda x, f: (f % x) if isinstance(x, (int, float)) else "-"
+print(f"{v}|{r.get('check','?')}|{fmt(us,'%.1f')}|{fmt(r.get('pct_of_floor'),'%.1f')}|{fmt(r.get('floor_us'),'%.1f')}|{fmt(peer,'%.1f')}")
+EOF
+)
+  rows+=("$row")
+done
+cat "$cfgdir"/log* >"$out/sweep-$preset.log" 2>/dev/null
+echo
+printf '%-60s %-6s %10s %8s %9s %10s\n' variant check "µs/token" "% floor" "floor µs" "peer µs"
+for r in "${rows[@]}"; do
+  IFS='|' read -r a b c d e f <<<"$r"
+  printf '%-60s %-6s %10s %8s %9s %10s\n' "$a" "$b" "$c" "$d" "$e" "$f"
+done
