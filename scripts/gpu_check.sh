@@ -15,8 +15,8 @@
 #                   its split-KV block assumes the 512-token context the benchmarks use)
 #
 # Steps: GPU info and clocks; the GPU tests; compute-sanitizer memcheck and racecheck on the
-# tiny-llama oracle (fp32, --device cuda); `amk bench` on llama-3.2-1b (+ torch peer, then the
-# 1,000-token LongGeneration test on that checkpoint), qwen3-0.6b (+ torch peer),
+# tiny-llama oracle (fp32, --device cuda); `amk bench` on llama-3.2-1b (+ torch peer, its step
+# trace as trace-llama-3.2-1b.json, then the 1,000-token LongGeneration test on that checkpoint), qwen3-0.6b (+ torch peer),
 # smollm2-135m (+ torch peer) and llama-3.1-8b. Every step runs under `timeout`; a failure is
 # reported and the script goes on. Logs and JSON go to $OUT when it is set (the device tool
 # returns at most 8 files from it: bench-*.json, results.tsv, summary.txt and logs.tar.gz),
@@ -163,7 +163,7 @@ PY
   fi
   rm -rf "${work:?}/$preset"
 }
-bench llama-3.2-1b 200 --peer
+bench llama-3.2-1b 200 --peer --profile --trace "$out/trace-llama-3.2-1b.json"
 bench qwen3-0.6b 150 --peer
 bench smollm2-135m 150 --peer
 if ((quick)); then
