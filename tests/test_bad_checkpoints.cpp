@@ -189,6 +189,48 @@ TEST_F(BadCheckpoint, UnsupportedRopeType) {
   expect_refused({"config.json", "yarn"});
 }
 
+// A config.json whose sizes are impossible, or disagree with the checkpoint's tensors, is refused
+// when the checkpoint is opened, before anything is lowered or allocated, by a message naming
+// the field: never a crash (num_key_value_heads 0 was SIGFPE), a "lowering bug", a silently
+// dropped layer or minutes of work for a million layers that do not exist.
+TEST_F(BadCheckpoint, ConfigFieldsAreCheckedAgainstBoundsAndTensors) {
+  const std::vector<std::pair<json, std::vector<std::string>>> cases = {
+      {{{"num_key_value_heads", 0}}, {"config.json", "num_key_value_heads is 0"}},
+      {{{"num_attention_heads", 0}}, {"config.json", "num_attention_heads is 0"}},
+      {{{"hidden_size", 0}}, {"config.json", "hidden_size is 0"}},
+      {{{"vocab_size", 0}}, {"config.json", "vocab_size is 0"}},
+      {{{"intermediate_size", 0}}, {"config.json", "intermediate_size is 0"}},
+      {{{"head_dim", 0}}, {"config.json", "head_dim is 0"}},
+      {{{"num_attention_heads", 3}}, {"config.json", "num_attention_heads 3", "num_key_value_heads 2"}},
+      {{{"num_hidden_layers", 1}}, {"num_hidden_layers is 1", "holds 2 layers"}},
+      {{{"num_hidden_layers", 3}}, {"num_hidden_layers is 3", "holds 2 layers"}},
+      {{{"num_hidden_layers", 1000000}}, {"num_hidden_layers is 1000000", "limit"}},
+      {{{"num_hidden_layers", 4096}}, {"num_hidden_layers is 4096", "holds 2 layers"}},
+      {{{"vocab_size", 100}}, {"vocab_size is 100", "model.embed_tokens.weight"}},
+      {{{"hidden_size", 128}}, {"hidden_size is 128", "model.embed_tokens.weight"}},
+      {{{"intermediate_size", 100}}, {"intermediate_size is 100", "mlp.gate_proj.weight"}},
+      {{{"num_key_value_heads", 4}}, {"num_key_value_heads 4", "k_proj.weight"}},
+      {{{"head_dim", 8}}, {"head_dim 8", "q_proj.weight"}},
+  };
+  for (const auto& [patch, needles] : cases) {
+    SCOPED_TRACE(patch.dump());
+    fs::copy_file(kFixture / "config.json", dir_ / "config.json",
+                  fs::copy_options::overwrite_existing);
+    edit_config([&](json& c) { c.update(patch); });
+    expect_refused(needles);
+  }
+}
+
+// Layers numbered with a gap are not the config's 0..N-1.
+TEST_F(BadCheckpoint, LayerNumbersWithAGap) {
+  amk::testing::write_bytes(dir_ / "model.safetensors", rebuilt([](auto& ts) {
+                              for (auto& t : ts)
+                                if (t.name.starts_with("model.layers.1."))
+                                  t.name.replace(0, 15, "model.layers.2.");
+                            }));
+  expect_refused({"num_hidden_layers is 2", "no model.layers.1"});
+}
+
 TEST_F(BadCheckpoint, MissingConfigJson) {
   fs::remove(dir_ / "config.json");
   expect_refused({"config.json"});

@@ -427,6 +427,39 @@ TEST(ModelConfigErrors, MalformedConfigs) {
   EXPECT_THROW(load_model_config(kFixtures / "does-not-exist.json"), ModelConfigError);
 }
 
+// A JSON 0 is an unsigned integer to nlohmann: every size must still meet its lower bound (the
+// zeros once reached the lowering, and num_key_value_heads 0 a division by zero), and each has a
+// sane upper bound, all before anything is sized by them. Each message names the field.
+TEST(ModelConfigErrors, EverySizeIsBoundedAndNamed) {
+  for (const char* field : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                            "num_attention_heads", "num_key_value_heads", "head_dim",
+                            "max_position_embeddings"}) {
+    SCOPED_TRACE(field);
+    expect_refused<ModelConfigError>(with(llama_base(), json{{field, 0}}),
+                                     {std::string(field) + " is 0, must be at least 1"});
+    expect_refused<ModelConfigError>(with(llama_base(), json{{field, uint64_t{1} << 40}}),
+                                     {std::string(field) + " is 1099511627776, larger than the limit"});
+  }
+  expect_refused<ModelConfigError>(with(llama_base(), json{{"num_hidden_layers", 1000000}}),
+                                   {"num_hidden_layers is 1000000, larger than the limit 4096"});
+  expect_refused<ModelConfigError>(with(llama_base(), json{{"num_key_value_heads", 8}}),
+                                   {"num_key_value_heads is 8, more than num_attention_heads 4"});
+  expect_refused<ModelConfigError>(with(llama_base(), json{{"rms_norm_eps", 2.0}}),
+                                   {"rms_norm_eps is 2.0, must be below 1"});
+  expect_refused<ModelConfigError>(
+      with(llama_base(), json{{"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0},
+                                                {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                                                {"original_max_position_embeddings", 0}}}}),
+      {"rope_scaling.original_max_position_embeddings is 0, must be at least 1"});
+  // Qwen's max_window_layers may be 0 (every layer windowed), and the bounds admit real models.
+  EXPECT_NO_THROW(parse(with(llama_base(), json{{"model_type", "qwen2"}, {"max_window_layers", 0}})));
+  EXPECT_NO_THROW(parse(with(llama_base(), json{{"vocab_size", 262144}, {"hidden_size", 16384},
+                                                {"intermediate_size", 53248},
+                                                {"num_hidden_layers", 126},
+                                                {"num_attention_heads", 128},
+                                                {"num_key_value_heads", 8}})));
+}
+
 // The float32 table is transformers' arithmetic; it agrees with the double formula to float32
 // rounding (a few ulps through the llama3 blend), and the scaling really moved it.
 TEST(RopeInvFreqF32, MatchesTheDoubleFormulaToFloatPrecision) {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 
 #include "model/strict_json.h"
@@ -102,6 +103,83 @@ std::vector<std::pair<std::string, std::string>> parse_index(const std::filesyst
   return out;
 }
 
+// The layer indices N of the "model.layers.N." tensor names, sorted and distinct.
+std::vector<int64_t> layer_indices(const std::vector<const TensorView*>& index) {
+  constexpr std::string_view kPrefix = "model.layers.";
+  std::vector<int64_t> layers;
+  for (const TensorView* t : index) {
+    const std::string_view name = t->name;
+    if (!name.starts_with(kPrefix)) continue;
+    const std::string_view rest = name.substr(kPrefix.size());
+    int64_t n = 0;
+    const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), n);
+    if (ec != std::errc() || end == rest.data() || end == rest.data() + rest.size() || *end != '.')
+      continue;
+    if (layers.empty() || layers.back() != n) layers.push_back(n);
+  }
+  std::sort(layers.begin(), layers.end());
+  layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+  return layers;
+}
+
+std::string dims_text(const std::vector<int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+// config.json must describe the tensors the folder holds, before anything is sized by it: a
+// num_hidden_layers below the checkpoint's would silently drop layers, one above it would lower
+// (and allocate for) layers that do not exist, and the sizes that shape every buffer must match
+// the tensors that carry them. Each mismatch names the config field. Tensors that are absent are
+// left to the lookups that need them ("missing tensor ...").
+void check_config_against_tensors(const ModelConfig& c, const std::vector<const TensorView*>& index,
+                                  const std::filesystem::path& config_path) {
+  const std::string where = config_path.string();
+  const auto bad = [&](std::string_view field, const std::string& what) {
+    throw ModelConfigError(fmt::format("{}: {} {}", where, field, what));
+  };
+  const std::vector<int64_t> layers = layer_indices(index);
+  const auto held = [&] {
+    if (layers.empty()) return std::string("holds no model.layers.* tensors");
+    return fmt::format("holds {} layer{} (model.layers.{} to model.layers.{})", layers.size(),
+                       layers.size() == 1 ? "" : "s", layers.front(), layers.back());
+  };
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (layers[i] != int64_t(i))
+      bad("num_hidden_layers", fmt::format("is {}, but the checkpoint's layers are not numbered "
+                                           "0, 1, ...: it {} with no model.layers.{}",
+                                           c.num_hidden_layers, held(), i));
+  if (int64_t(layers.size()) != c.num_hidden_layers)
+    bad("num_hidden_layers", fmt::format("is {}, but the checkpoint {}", c.num_hidden_layers, held()));
+
+  const auto find = [&](std::string_view name) -> const TensorView* {
+    const auto it = std::lower_bound(index.begin(), index.end(), name,
+                                     [](const TensorView* t, std::string_view n) { return t->name < n; });
+    return it != index.end() && (*it)->name == name ? *it : nullptr;
+  };
+  // (tensor, dimension, the config's value, the fields that give it)
+  struct Dim {
+    std::string_view tensor;
+    size_t dim;
+    int64_t want;
+    std::string fields;
+  };
+  const std::vector<Dim> dims = {
+      {"model.embed_tokens.weight", 0, c.vocab_size, "vocab_size is"},
+      {"model.embed_tokens.weight", 1, c.hidden_size, "hidden_size is"},
+      {"model.layers.0.self_attn.q_proj.weight", 0, c.q_dim(),
+       fmt::format("num_attention_heads {} x head_dim {} =", c.num_attention_heads, c.head_dim)},
+      {"model.layers.0.self_attn.k_proj.weight", 0, c.kv_dim(),
+       fmt::format("num_key_value_heads {} x head_dim {} =", c.num_key_value_heads, c.head_dim)},
+      {"model.layers.0.mlp.gate_proj.weight", 0, c.intermediate_size, "intermediate_size is"},
+  };
+  for (const Dim& d : dims) {
+    const TensorView* t = find(d.tensor);
+    if (t == nullptr || t->shape.size() <= d.dim || t->shape[d.dim] == d.want) continue;
+    bad(d.fields, fmt::format("{}, but tensor {} has shape {} (dimension {} is {})", d.want,
+                              quote_name(d.tensor), dims_text(t->shape), d.dim, t->shape[d.dim]));
+  }
+}
+
 }  // namespace
 
 Checkpoint Checkpoint::open(const std::filesystem::path& folder) {
@@ -161,6 +239,7 @@ Checkpoint Checkpoint::open(const std::filesystem::path& folder) {
       throw CheckpointError(fmt::format("{}: tensor {} is in two shards, {} and {}", where,
                                         quote_name(ck.index_[i]->name), ck.index_[i - 1]->file,
                                         ck.index_[i]->file));
+  check_config_against_tensors(ck.config_, ck.index_, config_path);
   return ck;
 }
 

@@ -18,6 +18,16 @@ using nlohmann::json;
 
 // Sizes travel to the device as int32 (amk_params_t), so a larger one is a corrupt config.
 constexpr int64_t kMaxDim = std::numeric_limits<int32_t>::max();
+// Sane bounds per field, far above every published model (the largest have ~130 layers, 128
+// heads of at most 256, hidden 16k-25k, FFN 53k-74k, vocabularies of 256k), so that a corrupt or
+// hostile config.json is refused by name before anything sized by it is allocated. A checkpoint
+// then pins the shapes to its tensors (Checkpoint::open).
+constexpr int64_t kMaxLayers = 4096;
+constexpr int64_t kMaxHeads = 4096;
+constexpr int64_t kMaxHeadDim = 4096;
+constexpr int64_t kMaxHidden = int64_t{1} << 18;
+constexpr int64_t kMaxIntermediate = int64_t{1} << 20;
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
 
 // The defaults of transformers' config classes, so that a config omitting a field means what it
 // means to transformers (e.g. Qwen3's head_dim is 128 however large hidden_size is).
@@ -70,9 +80,11 @@ class Fields {
       bad(key, fmt::format("must be an integer, got {} ({})", json_type_word(*j), j->dump()));
     if (j->is_number_unsigned() ? j->get<uint64_t>() > uint64_t(hi) : j->get<int64_t>() > hi)
       bad(key, fmt::format("is {}, larger than the limit {}", j->dump(), hi));
-    if (!j->is_number_unsigned() && j->get<int64_t>() < lo)
-      bad(key, fmt::format("is {}, must be at least {}", j->dump(), lo));
-    return j->get<int64_t>();
+    // nlohmann stores every non-negative literal as unsigned: 0 must meet the lower bound too.
+    const int64_t v =
+        j->is_number_unsigned() ? static_cast<int64_t>(j->get<uint64_t>()) : j->get<int64_t>();
+    if (v < lo) bad(key, fmt::format("is {}, must be at least {}", j->dump(), lo));
+    return v;
   }
   int64_t int_or(std::string_view key, int64_t fallback, int64_t lo = 1, int64_t hi = kMaxDim) const {
     return opt_int(key, lo, hi).value_or(fallback);
@@ -82,16 +94,20 @@ class Fields {
     bad(key, "is required");
   }
 
-  std::optional<double> opt_real(std::string_view key) const {
+  // A positive finite number, below `hi` when one is given.
+  std::optional<double> opt_real(std::string_view key,
+                                 double hi = std::numeric_limits<double>::infinity()) const {
     const json* j = given(key);
     if (!j) return std::nullopt;
     if (!j->is_number()) bad(key, fmt::format("must be a number, got {}", json_type_word(*j)));
     const double v = j->get<double>();
     if (!std::isfinite(v) || v <= 0) bad(key, fmt::format("is {}, must be positive", j->dump()));
+    if (!(v < hi)) bad(key, fmt::format("is {}, must be below {:g}", j->dump(), hi));
     return v;
   }
-  double real_or(std::string_view key, double fallback) const {
-    return opt_real(key).value_or(fallback);
+  double real_or(std::string_view key, double fallback,
+                 double hi = std::numeric_limits<double>::infinity()) const {
+    return opt_real(key, hi).value_or(fallback);
   }
   double req_real(std::string_view key) const {
     if (auto v = opt_real(key)) return *v;
@@ -255,18 +271,24 @@ ModelConfig parse_model_config(std::string_view json_text, std::string_view sour
   }
 
   // ---- shapes ----
-  c.vocab_size = f.int_or("vocab_size", fam->vocab_size);
-  c.hidden_size = f.int_or("hidden_size", fam->hidden_size);
-  c.intermediate_size = f.int_or("intermediate_size", fam->intermediate_size);
-  c.num_hidden_layers = f.int_or("num_hidden_layers", fam->num_hidden_layers);
-  c.num_attention_heads = f.int_or("num_attention_heads", fam->num_attention_heads);
+  // Every size is at least 1 and below its sane bound (kMax*), checked field by field before
+  // anything is sized by it.
+  c.vocab_size = f.int_or("vocab_size", fam->vocab_size, 1, kMaxVocab);
+  c.hidden_size = f.int_or("hidden_size", fam->hidden_size, 1, kMaxHidden);
+  c.intermediate_size = f.int_or("intermediate_size", fam->intermediate_size, 1, kMaxIntermediate);
+  c.num_hidden_layers = f.int_or("num_hidden_layers", fam->num_hidden_layers, 1, kMaxLayers);
+  c.num_attention_heads = f.int_or("num_attention_heads", fam->num_attention_heads, 1, kMaxHeads);
   if (f.get("num_key_value_heads") && !f.given("num_key_value_heads")) {
     c.num_key_value_heads = c.num_attention_heads;  // an explicit null means "no GQA"
   } else {
     c.num_key_value_heads = f.int_or("num_key_value_heads",
-                                     fam->num_key_value_heads.value_or(c.num_attention_heads));
+                                     fam->num_key_value_heads.value_or(c.num_attention_heads), 1,
+                                     kMaxHeads);
   }
-  if (auto hd = f.opt_int("head_dim")) {
+  if (c.num_key_value_heads > c.num_attention_heads)
+    f.bad("num_key_value_heads", fmt::format("is {}, more than num_attention_heads {}",
+                                             c.num_key_value_heads, c.num_attention_heads));
+  if (auto hd = f.opt_int("head_dim", 1, kMaxHeadDim)) {
     c.head_dim = *hd;
   } else if (fam->head_dim) {
     c.head_dim = *fam->head_dim;
@@ -276,13 +298,18 @@ ModelConfig parse_model_config(std::string_view json_text, std::string_view sour
                                        "head_dim is given",
                                        c.hidden_size, c.num_attention_heads));
     c.head_dim = c.hidden_size / c.num_attention_heads;
+    if (c.head_dim > kMaxHeadDim)
+      f.bad("hidden_size", fmt::format("{} / num_attention_heads {} gives head_dim {}, larger than "
+                                       "the limit {}",
+                                       c.hidden_size, c.num_attention_heads, c.head_dim,
+                                       kMaxHeadDim));
   }
   if (c.head_dim % 2 != 0)
     f.bad("head_dim", fmt::format("is {}; rotary embeddings need an even head_dim", c.head_dim));
   if (c.num_attention_heads % c.num_key_value_heads != 0)
     refuse(source, fmt::format("num_attention_heads {} is not divisible by num_key_value_heads {}",
                                c.num_attention_heads, c.num_key_value_heads));
-  c.rms_norm_eps = f.real_or("rms_norm_eps", 1e-6);
+  c.rms_norm_eps = f.real_or("rms_norm_eps", 1e-6, /*hi=*/1.0);
   c.max_position_embeddings = f.int_or("max_position_embeddings", fam->max_position_embeddings);
 
   // ---- the MLP ----
