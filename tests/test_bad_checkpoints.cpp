@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -229,6 +231,72 @@ TEST_F(BadCheckpoint, LayerNumbersWithAGap) {
                                   t.name.replace(0, 15, "model.layers.2.");
                             }));
   expect_refused({"num_hidden_layers is 2", "no model.layers.1"});
+}
+
+// Element `index` of F32 tensor `name` in the safetensors file at `path`, overwritten in place.
+void poke_f32(const fs::path& path, const std::string& name, size_t index, float value) {
+  std::vector<uint8_t> b = read_bytes(path);
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= uint64_t(b.at(size_t(i))) << (8 * i);
+  const json header = json::parse(b.begin() + 8, b.begin() + 8 + std::ptrdiff_t(n));
+  ASSERT_EQ(header.at(name).at("dtype"), "F32");
+  const size_t at = 8 + n + header.at(name).at("data_offsets")[0].get<size_t>() + 4 * index;
+  std::memcpy(&b.at(at), &value, 4);
+  amk::testing::write_bytes(path, b);
+}
+
+// Non-finite values are a FAIL or an error, never a PASS or tokens: NaN among the expected
+// logits, and NaN weights (whose logits are NaN).
+TEST_F(BadCheckpoint, NonFiniteLogitsFailTheOracleAndStopRun) {
+  const std::string model = shell_quote(dir_.string());
+  const fs::path expected = dir_ / "expected.safetensors";
+  fs::copy_file(kFixture / "expected.safetensors", expected);
+  const std::string oracle = "oracle " + model + " --expected " + shell_quote(expected.string());
+  ASSERT_EQ(run_amk(oracle).exit_code, 0) << "the control passes";
+
+  poke_f32(expected, "logits", 5 * 256 + 7, std::nanf(""));
+  auto r = run_amk(oracle);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("FAIL"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("PASS"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 of the expected logits are NaN or infinite"), std::string::npos) << r.out;
+
+  fs::copy_file(kFixture / "expected.safetensors", expected, fs::copy_options::overwrite_existing);
+  poke_f32(dir_ / "model.safetensors", "model.norm.weight", 0, std::nanf(""));
+  r = run_amk(oracle);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("FAIL"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("of our logits are NaN or infinite"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not run"), std::string::npos) << r.out;
+
+  r = run_amk("run " + model + " --device cpu --prompt-ids 1,2 -n 4");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_TRUE(r.out.empty()) << "no tokens from NaN logits: " << r.out;
+  EXPECT_NE(r.err.find("the logits at position 1 are not finite"), std::string::npos) << r.err;
+
+  poke_f32(dir_ / "model.safetensors", "model.norm.weight", 0, INFINITY);
+  r = run_amk("run " + model + " --device cpu --prompt-ids 1 -n 1");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("not finite"), std::string::npos) << r.err;
+}
+
+// The context (KV cache) is sized and checked against the model's positions before anything is
+// lowered or allocated: -n 1048576 once allocated 10 GB and died of std::bad_alloc.
+TEST_F(BadCheckpoint, ContextPastTheModelsPositionsIsAUsageError) {
+  const std::string model = shell_quote(dir_.string());
+  auto r = run_amk("run " + model + " --prompt-ids 1,2,3 -n 1048576");
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("1048579 positions, more than the model's max_position_embeddings 512"),
+            std::string::npos)
+      << r.err;
+  std::string prompt = "1";
+  for (int i = 1; i < 513; ++i) prompt += ",1";
+  r = run_amk("run " + model + " --prompt-ids " + prompt + " -n 1");
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("--prompt-ids (513 tokens)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("max_position_embeddings 512"), std::string::npos) << r.err;
+  r = run_amk("run " + model + " --prompt-ids 1,2 -n 510");  // exactly 512: allowed
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 TEST_F(BadCheckpoint, MissingConfigJson) {

@@ -26,6 +26,10 @@ class DecodeError : public std::runtime_error {
 // cannot compute or a size that does not match. Every decoder binds CONST buffers with it.
 Tensor computed_const_value(const Buffer& buffer, const ModelConfig& config);
 
+// Throws DecodeError when `logits` (the step at `position`) hold a NaN or an infinity: a token
+// argmax'd from them would be garbage (NaN weights, or an overflow), so no decoder returns one.
+void check_finite_logits(std::span<const float> logits, int64_t position);
+
 // One decode loop over a lowered program, whatever runs it (ReferenceVM, CUDA VM). The oracle
 // and the benchmark talk to this interface only.
 class Decoder {
@@ -41,6 +45,7 @@ class Decoder {
   // Back to position 0 with an empty (zero) KV cache.
   virtual void reset() = 0;
   // Greedy: feeds `prompt` (one step per token), then generates `n` tokens, each fed back.
+  // Throws DecodeError when a step's logits are not finite (check_finite_logits).
   virtual std::vector<int64_t> generate(std::span<const int64_t> prompt, int64_t n);
 };
 

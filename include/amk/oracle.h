@@ -3,7 +3,8 @@
 // sequence_ids and logits [S, vocab]).
 //
 // Teacher-forced logits: at every position i of sequence_ids, the error is
-// max_j |ours[j] - theirs[j]| / max_j |theirs[j]|, and must be <= tolerance. Greedy: the
+// max_j |ours[j] - theirs[j]| / max_j |theirs[j]|, and must be <= tolerance; a NaN or infinity
+// on either side is an infinite error (a FAIL, never a pass). Greedy: the
 // continuation generated from prompt_ids must equal the rest of sequence_ids.
 #pragma once
 
@@ -41,6 +42,10 @@ struct OracleReport {
   double worst_error = 0.0;
   std::vector<int64_t> expected_continuation, continuation;
   int64_t first_divergence = -1;  // index into the continuation, -1 when identical
+  // NaN or infinite values among the expected logits and among ours. Either fails the logits
+  // (their positions get an infinite error); non-finite logits of ours skip the greedy run
+  // (continuation_ok false, continuation empty): no token can be chosen from them.
+  int64_t nonfinite_expected = 0, nonfinite_ours = 0;
   bool logits_ok = false, continuation_ok = false;
   bool pass() const { return logits_ok && continuation_ok; }
 };

@@ -16,6 +16,7 @@
 #include "amk/oracle.h"
 #include "cli/commands.h"
 #include "cli/model_args.h"
+#include "cli/options.h"
 
 namespace amk::cli {
 
@@ -48,8 +49,16 @@ int run_oracle_command(const OracleOptions& opt) {
   OracleReport r;
   try {
     const ExpectedOutputs e = load_expected(opt.expected);
+    if (!check_positions(in->checkpoint.config(), int64_t(e.sequence_ids.size()),
+                         fmt::format("--expected's sequence_ids ({} tokens)", e.sequence_ids.size())))
+      return kExitBadInput;
     Program p = lower(in->checkpoint.config(), in->config, *target,
                       int64_t(e.sequence_ids.size()), *weight_dtype);
+    if (!on_cuda)
+      if (const std::string problem = host_memory_problem(p); !problem.empty()) {
+        std::cerr << "amk: invalid input: " << problem << "\n";
+        return kExitBadInput;
+      }
     if (on_cuda) {
       CudaVmOptions vm_options;
       vm_options.timeout_s = opt.timeout_s;
@@ -77,10 +86,23 @@ int run_oracle_command(const OracleOptions& opt) {
                            r.errors.size(), opt.tolerance, r.logits_ok ? "ok" : "EXCEEDED");
   for (size_t i = 0; i < std::min(kShownWorst, order.size()); ++i)
     std::cout << fmt::format("  position {:>4}  error {:.3e}\n", order[i], r.errors[order[i]]);
-  std::cout << fmt::format(
-      "greedy    {} tokens: {}\n", r.continuation.size(),
-      r.continuation_ok ? "identical" : fmt::format("diverges at token {}", r.first_divergence));
-  if (!r.continuation_ok) {
+  if (r.nonfinite_expected > 0)
+    std::cout << fmt::format("  {} of the expected logits are NaN or infinite ({}): nothing can "
+                             "be compared against them\n",
+                             r.nonfinite_expected, opt.expected);
+  if (r.nonfinite_ours > 0)
+    std::cout << fmt::format("  {} of our logits are NaN or infinite (non-finite weights in the "
+                             "checkpoint, or an overflow)\n",
+                             r.nonfinite_ours);
+  if (r.nonfinite_ours > 0) {
+    std::cout << fmt::format("greedy    {} tokens: not run (our logits are not finite)\n",
+                             r.expected_continuation.size());
+  } else {
+    std::cout << fmt::format(
+        "greedy    {} tokens: {}\n", r.continuation.size(),
+        r.continuation_ok ? "identical" : fmt::format("diverges at token {}", r.first_divergence));
+  }
+  if (!r.continuation_ok && r.nonfinite_ours == 0) {
     std::cout << "  expected " << ids_text(r.expected_continuation) << "\n";
     std::cout << "  ours     " << ids_text(r.continuation) << "\n";
   }
@@ -106,9 +128,11 @@ void add_oracle_command(CLI::App& app, Action& action) {
   cmd->add_option("--weights", opt->weights,
                   "WEIGHT dtype: fp32 or bf16 (default: the checkpoint's own)");
   cmd->add_option("--tolerance", opt->tolerance, "Largest relative logit error allowed")
+      ->check(finite_number(/*positive=*/false))
       ->capture_default_str();
   cmd->add_option("--timeout", opt->timeout_s,
                   "CUDA: watchdog seconds per launch (raise it under compute-sanitizer)")
+      ->check(finite_number(/*positive=*/true))
       ->capture_default_str();
   cmd->add_flag("--no-weight-ring", opt->no_weight_ring,
                 "CUDA: read GEMV weights from global memory instead of the shared-memory ring "

@@ -64,10 +64,21 @@ int run_run(const RunOptions& opt) {
                 << ")\n";
       return kExitBadInput;
     }
+  // The context (hence the KV cache) is sized and checked before anything is lowered or
+  // allocated: a prompt or -n past the model's positions is a usage error.
+  const int64_t max_context = int64_t(prompt->size()) + std::max<int64_t>(opt.n, 1);
+  if (!check_positions(in->checkpoint.config(), max_context,
+                       fmt::format("--prompt-ids ({} tokens) and -n {}", prompt->size(), opt.n)))
+    return kExitBadInput;
   try {
-    const int64_t max_context = int64_t(prompt->size()) + std::max<int64_t>(opt.n, 1);
     Program program =
         lower(in->checkpoint.config(), in->config, *target, max_context, in->weight_dtype);
+    if (opt.device == "cpu")
+      if (const std::string problem = host_memory_problem(program); !problem.empty()) {
+        std::cerr << "amk: cannot run '" << opt.model_dir << "' with a context of " << max_context
+                  << " tokens: " << problem << "\n";
+        return kExitBadInput;
+      }
     std::unique_ptr<Decoder> dec;
     if (opt.device == "cuda")
       dec = std::make_unique<CudaDecoder>(in->checkpoint, std::move(program));

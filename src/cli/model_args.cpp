@@ -1,15 +1,22 @@
 #include "cli/model_args.h"
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <cstdlib>
-#include <fstream>
+#include <filesystem>
 #include <iostream>
-#include <sstream>
+#include <iterator>
+#include <limits>
+#include <nlohmann/json.hpp>
 
 #include "amk/cuda_vm.h"
 #include "amk/json.h"
 #include "amk/model_config.h"
+#include "amk/reference_vm.h"
 #include "amk/safetensors.h"
 #include "cli/commands.h"
+#include "cli/input_files.h"
 
 namespace amk::cli {
 
@@ -24,29 +31,47 @@ std::optional<Checkpoint> open_checkpoint(const std::string& folder) {
 
 std::optional<ScheduleConfig> load_schedule_config(const std::string& path) {
   if (path.empty()) return ScheduleConfig{};
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    std::cerr << "amk: cannot read config '" << path << "'\n";
+  const auto invalid = [&](const std::string& why) -> std::optional<ScheduleConfig> {
+    std::cerr << "amk: invalid config '" << path << "': " << why << "\n";
+    return std::nullopt;
+  };
+  std::string why;
+  const std::optional<std::string> text = read_input_text(path, kMaxConfigFileBytes, &why);
+  if (!text) {
+    std::cerr << "amk: cannot read config '" << path << "': " << why << "\n";
     return std::nullopt;
   }
-  std::ostringstream text;
-  text << in.rdbuf();
+  // The text must be one JSON object on its own: spliced into a program below, "{}, \"x\": 1"
+  // would otherwise parse as something else.
+  if (!nlohmann::json::accept(*text)) {  // syntax only; the parse below just finds the message
+    std::string what = "a syntax error";
+    try {
+      const nlohmann::json::parser_callback_t no_dom = [](int, nlohmann::json::parse_event_t,
+                                                          nlohmann::json&) { return false; };
+      const nlohmann::json ignored = nlohmann::json::parse(*text, no_dom);
+    } catch (const nlohmann::json::parse_error& e) {
+      what = e.what();
+      if (const size_t at = what.find("] "); at != std::string::npos) what = what.substr(at + 2);
+    }
+    return invalid("not valid JSON: " + what);
+  }
+  const size_t first = text->find_first_not_of(" \t\r\n");
+  if (first == std::string::npos || (*text)[first] != '{')
+    return invalid("expected a JSON object ({} for the defaults)");
   // The program loader owns the config's JSON decoding; a program holding only the config
   // reuses it exactly.
-  const LoadResult r = program_from_json("{\"config\": " + text.str() + "\n}");
-  if (!r) {
-    std::cerr << "amk: invalid config '" << path << "': " << r.error << "\n";
-    return std::nullopt;
-  }
-  if (!r.warnings.empty()) {
-    std::cerr << "amk: invalid config '" << path << "': " << r.warnings.front() << "\n";
-    return std::nullopt;
-  }
-  if (!r.program->config) {
-    std::cerr << "amk: invalid config '" << path << "': expected a JSON object\n";
-    return std::nullopt;
-  }
-  return *r.program->config;
+  const LoadResult r = program_from_json("{\"config\": " + *text + "\n}");
+  if (!r) return invalid(r.error);
+  if (r.program->tasks.size() + r.program->buffers.size() + r.program->counters.size() > 0 ||
+      r.program->target || r.program->pages)
+    return invalid("expected one JSON object (a ScheduleConfig)");
+  // Unknown keys are a warning, as in programs: printed, and the rest of the config is used.
+  // The loader's note that {} reads as null is not one: {} is the defaults.
+  for (const std::string& w : r.warnings)
+    if (w.find("empty object read as null") == std::string::npos)
+      std::cerr << "amk: warning: config '" << path << "': "
+                << (w.starts_with("$.config") ? "$" + w.substr(8) : w) << "\n";
+  return r.program->config.value_or(ScheduleConfig{});
 }
 
 std::optional<DType> checkpoint_weight_dtype(const Checkpoint& ck) {
@@ -68,6 +93,102 @@ std::optional<DType> checkpoint_weight_dtype(const Checkpoint& ck) {
                 << " are not supported (F32, F16, BF16)\n";
       return std::nullopt;
   }
+}
+
+bool check_positions(const ModelConfig& model, int64_t positions, const std::string& what) {
+  if (positions <= model.max_position_embeddings) return true;
+  std::cerr << fmt::format(
+      "amk: {} need{} a context of {} positions, more than the model's max_position_embeddings "
+      "{} (config.json)\n",
+      what, what.find(" and ") == std::string::npos ? "s" : "", positions,
+      model.max_position_embeddings);
+  return false;
+}
+
+std::string host_memory_problem(const Program& program) {
+  int64_t total = 0, kv = 0;
+  for (const Buffer& b : program.buffers) {
+    const int64_t n = b.nbytes();
+    if (n > kVmMaxBufferBytes)
+      return fmt::format("buffer '{}' needs {} bytes, over the reference VM's cap of {} for one "
+                         "buffer",
+                         b.name, n, kVmMaxBufferBytes);
+    total += n;
+    if (b.kind == BufferKind::KV_CACHE) kv += n;
+  }
+  int64_t limit = kVmMaxTotalBytes;
+  std::string limit_name = "the reference VM's cap";
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0 && int64_t(pages) <= std::numeric_limits<int64_t>::max() / page &&
+      int64_t(pages) * page < limit) {
+    limit = int64_t(pages) * page;
+    limit_name = "this machine's physical memory";
+  }
+  if (total <= limit) return {};
+  return fmt::format("the program's buffers need {} bytes of host memory ({} of them KV cache), "
+                     "more than {} ({} bytes)",
+                     total, kv, limit_name, limit);
+}
+
+namespace {
+
+// `p` with symlinks resolved as far as it exists (the rest lexically normalised), absolute.
+std::filesystem::path resolved(const std::string& p) {
+  std::error_code ec;
+  std::filesystem::path r = std::filesystem::weakly_canonical(std::filesystem::absolute(p, ec), ec);
+  return ec ? std::filesystem::absolute(p).lexically_normal() : r;
+}
+
+bool inside(const std::filesystem::path& child, const std::filesystem::path& parent) {
+  auto c = child.begin(), p = parent.begin();
+  for (; p != parent.end(); ++p, ++c) {
+    if (p->empty() && std::next(p) == parent.end()) break;  // a trailing separator
+    if (c == child.end() || *c != *p) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string overwrite_problem(const std::string& output, const std::vector<std::string>& inputs) {
+  namespace fs = std::filesystem;
+  if (output.empty() || output == "-") return {};
+  const fs::path out = resolved(output);
+  std::error_code ec;
+  for (const std::string& in : inputs) {
+    if (in.empty() || in == "-") continue;
+    const fs::path input = resolved(in);
+    if (fs::equivalent(output, in, ec) || out == input)
+      return fmt::format("is the input '{}'", in);
+    // A new file beside a checkpoint's files harms nothing; an existing one is the folder's
+    // content, and a name the checkpoint reader looks for would change the checkpoint.
+    if (fs::is_directory(input, ec) && inside(out, input)) {
+      const std::string name = out.filename().string();
+      if (fs::exists(out, ec))
+        return fmt::format("would replace '{}', which is part of the input folder '{}'",
+                           out.string(), in);
+      if (name == "config.json" || name == "generation_config.json" ||
+          name.ends_with(".safetensors") || name.ends_with(".safetensors.index.json"))
+        return fmt::format("would add '{}' to the input folder '{}', where the checkpoint reader "
+                           "would read it",
+                           out.string(), in);
+    }
+  }
+  return {};
+}
+
+std::string output_folder_problem(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (!fs::exists(st)) return {};
+  if (!fs::is_directory(st)) return "exists and is not a folder";
+  size_t entries = 0;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) ++entries;
+  if (ec) return fmt::format("cannot be listed: {}", ec.message());
+  if (entries > 0)
+    return fmt::format("is not empty ({} entr{})", entries, entries == 1 ? "y" : "ies");
+  return {};
 }
 
 bool check_device(const std::string& device, bool runs_cuda) {

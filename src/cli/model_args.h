@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "amk/checkpoint.h"
 #include "amk/cuda_vm.h"
@@ -14,8 +15,10 @@ namespace amk::cli {
 
 std::optional<Checkpoint> open_checkpoint(const std::string& folder);
 
-// A ScheduleConfig as its JSON object (the "config" of the program format). An empty path gives
-// the defaults. Unknown fields are errors here: a knob the user wrote must not vanish.
+// A ScheduleConfig as its JSON object (the "config" of the program format), from a regular file
+// or "-" (standard input). An empty path, or a file holding {}, gives the defaults. An unknown
+// field is a warning on stderr ("amk: warning: config ...: unknown field ..."), as in programs:
+// the rest of the config is used.
 std::optional<ScheduleConfig> load_schedule_config(const std::string& path);
 
 // The dtype the checkpoint stores its embedding table in (F32, F16 or BF16), the WEIGHT dtype.
@@ -30,6 +33,26 @@ struct ModelInputs {
 // The three loads above in order; the first failure has printed its message.
 std::optional<ModelInputs> open_model_inputs(const std::string& folder,
                                              const std::string& config_path);
+
+// A context of `positions` tokens (what a command is about to lower for): refused, with a message
+// naming `what` (the options that asked for it) and the limit, when it exceeds the model's
+// max_position_embeddings. Checked before anything is lowered or allocated.
+bool check_positions(const ModelConfig& model, int64_t positions, const std::string& what);
+
+// The host memory a ReferenceVM (or ReferenceDecoder) would hold for `program`'s buffers (KV
+// cache included): "" when it fits, else a message naming the bytes and the limit (the VM's
+// caps, and the machine's physical memory). Computed from the declarations, nothing allocated.
+std::string host_memory_problem(const Program& program);
+
+// Why `output` must not be written: it is one of `inputs` (files or folders, compared after
+// resolving symlinks, and as the same file for hard links), an existing file inside an input
+// folder, or a new file there that a checkpoint reader would read (config.json, *.safetensors,
+// ...). "" when it is safe. The message names the input.
+std::string overwrite_problem(const std::string& output, const std::vector<std::string>& inputs);
+
+// Why a command that creates a model folder must not write into `dir`: it is a file, or a folder
+// that is not empty ("is not empty (3 entries)"). "" for a new or empty folder.
+std::string output_folder_problem(const std::string& dir);
 
 // "cpu" runs on the ReferenceVM. "cuda" is accepted only by a command that drives the CUDA VM
 // (`runs_cuda`) and only where cuda_availability() says it is usable; otherwise the message says

@@ -138,14 +138,21 @@ std::vector<int64_t> CudaDecoder::generate(std::span<const int64_t> prompt, int6
   // The prompt one launch per token (its tokens are given, not generated), then the greedy
   // continuation in launches of up to tokens_per_launch steps: the same steps, in the same order,
   // as Decoder::generate.
+  // The logits of each launch's last step are checked (check_finite_logits): a NaN in the
+  // weights or the KV cache reaches every later step's logits.
+  const auto check_last_logits = [&] {
+    check_finite_logits(vm_->read_buffer(logits_id_).to_floats(), position_ - 1);
+  };
   for (int64_t t : prompt) generate_on_device(t, 1);
   std::vector<int64_t> out;
   if (n <= 0) return out;
+  check_last_logits();
   out.push_back(last_next_token());
   const int per_launch = std::max(tokens_per_launch, 1);
   while (int64_t(out.size()) < n) {
     const int k = int(std::min<int64_t>(per_launch, n - int64_t(out.size())));
     for (int32_t t : generate_on_device(out.back(), k)) out.push_back(t);
+    check_last_logits();
   }
   return out;
 }

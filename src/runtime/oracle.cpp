@@ -63,22 +63,37 @@ OracleReport run_oracle(Decoder& dec, const ExpectedOutputs& e, double tolerance
     const std::vector<float> ours = dec.step(e.sequence_ids[size_t(i)]);
     const float* theirs = &e.logits[size_t(i * e.vocab)];
     double diff = 0, scale = 0;
+    bool finite = true;
     for (int64_t j = 0; j < e.vocab; ++j) {
+      // std::max drops a NaN operand, so non-finite values are counted, not folded in.
+      if (!std::isfinite(ours[size_t(j)])) {
+        ++r.nonfinite_ours;
+        finite = false;
+      }
+      if (!std::isfinite(theirs[j])) {
+        ++r.nonfinite_expected;
+        finite = false;
+      }
+      if (!finite) continue;
       diff = std::max(diff, std::fabs(double(ours[size_t(j)]) - double(theirs[j])));
       scale = std::max(scale, std::fabs(double(theirs[j])));
     }
     // NaN must fail, so compare with !(<=) rather than >.
-    const double err = scale > 0 ? diff / scale : diff;
+    const double err = !finite ? INFINITY : scale > 0 ? diff / scale : diff;
     r.errors.push_back(std::isnan(err) ? INFINITY : err);
     if (r.worst_position < 0 || !(r.errors.back() <= r.worst_error)) {
       r.worst_position = i;
       r.worst_error = r.errors.back();
     }
   }
-  r.logits_ok = r.worst_error <= tolerance;
+  r.logits_ok = r.worst_error <= tolerance && r.nonfinite_expected == 0 && r.nonfinite_ours == 0;
 
   const auto P = int64_t(e.prompt_ids.size());
   r.expected_continuation.assign(e.sequence_ids.begin() + P, e.sequence_ids.end());
+  if (r.nonfinite_ours > 0) {  // generate() would refuse them; the report says why instead
+    r.continuation_ok = false;
+    return r;
+  }
   dec.reset();
   r.continuation = dec.generate(e.prompt_ids, S - P);
   for (size_t i = 0; i < r.continuation.size(); ++i)

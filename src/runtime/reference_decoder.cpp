@@ -1,5 +1,7 @@
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "amk/decoder.h"
 #include "amk/lowering.h"
 #include "amk/rope.h"
@@ -94,13 +96,29 @@ int64_t ReferenceDecoder::last_next_token() const {
   return vm_.buffer(next_id_).get_int(0);
 }
 
+void check_finite_logits(std::span<const float> logits, int64_t position) {
+  int64_t bad = 0, first = -1;
+  for (size_t j = 0; j < logits.size(); ++j)
+    if (!std::isfinite(logits[j])) {
+      if (bad++ == 0) first = int64_t(j);
+    }
+  if (bad > 0)
+    throw DecodeError(fmt::format(
+        "the logits at position {} are not finite ({} of {} are NaN or infinite, the first at "
+        "token {}, value {}): no token can be chosen from them; the checkpoint's weights or "
+        "the computation produced non-finite values",
+        position, bad, logits.size(), first, logits[size_t(first)]));
+}
+
 std::vector<int64_t> Decoder::generate(std::span<const int64_t> prompt, int64_t n) {
   if (prompt.empty()) throw DecodeError("generate needs at least one prompt token");
-  for (int64_t t : prompt) step(t);
+  std::vector<float> logits;
+  for (int64_t t : prompt) logits = step(t);
   std::vector<int64_t> out;
   for (int64_t i = 0; i < n; ++i) {
+    check_finite_logits(logits, position() - 1);
     out.push_back(last_next_token());
-    if (i + 1 < n) step(out.back());
+    if (i + 1 < n) logits = step(out.back());
   }
   return out;
 }
