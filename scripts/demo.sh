@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh --target amk
-./build/amk make-model --preset tiny -o build/tiny-model
+./build/amk make-model --preset tiny --seed 0 --force -o build/tiny-model
 ./build/amk compile build/tiny-model --gpu h100 -o build/tiny.json
 ./build/amk run build/tiny-model --device cpu --prompt-ids 1,2,3 -n 16
 device=cpu

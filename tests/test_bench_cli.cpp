@@ -27,6 +27,17 @@ TEST_F(BenchCli, WithoutAGpuItSaysWhyAndExitsTwo) {
   EXPECT_EQ(r.out.find("token"), std::string::npos) << r.out;
 }
 
+// The GPU is looked at before any other input: whatever else is wrong, no GPU is the answer.
+TEST_F(BenchCli, NoGpuIsSaidBeforeAnythingElse) {
+  for (const char* args : {"bench", "bench /nonexistent --preset tiny", "bench --preset tiny --tokens 0",
+                           "bench --preset nope --config /dev/zero"}) {
+    SCOPED_TRACE(args);
+    const auto r = run_amk(args);
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find("no usable GPU"), std::string::npos) << r.err;
+  }
+}
+
 TEST_F(BenchCli, NeedsExactlyOneModel) {
   EXPECT_EQ(run_amk("bench").exit_code, 2);
   EXPECT_EQ(run_amk("bench /nonexistent --preset tiny").exit_code, 2);

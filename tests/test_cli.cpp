@@ -1,6 +1,9 @@
 // The `amk` command, run as a subprocess: exit codes, key output, and the --json contracts.
 // Also keeps examples/llama_block.json identical to what build_llama_block produces.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -234,6 +237,83 @@ TEST(CliExec, RefusesRejectedAndBadInput) {
   EXPECT_EQ(amk("exec --runs 0 " + example()).exit_code, 2);
 }
 
+// A FIFO would block a reader forever and /dev/zero never end: program inputs must be regular
+// files (or "-", standard input), refused by name otherwise.
+TEST(CliInputs, ProgramsAreRegularFilesOrStdin) {
+  const fs::path fifo = fs::temp_directory_path() / ("amk_cli_fifo_" + std::to_string(getpid()));
+  fs::remove(fifo);
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const char* cmd : {"validate", "info", "exec"}) {
+    SCOPED_TRACE(cmd);
+    CmdResult r = amk(std::string(cmd) + " " + quoted(fifo.string()));
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find("is a FIFO, not a regular file"), std::string::npos) << r.err;
+    r = amk(std::string(cmd) + " /dev/zero");
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find("is a character device, not a regular file"), std::string::npos) << r.err;
+  }
+  fs::remove(fifo);
+  const CmdResult piped = amk("validate - < " + example());
+  EXPECT_EQ(piped.exit_code, 0) << piped.out << piped.err;
+  EXPECT_NE(piped.out.find("[VALID]"), std::string::npos) << piped.out;
+}
+
+// Numeric options that CLI11 would accept (NaN passes every range check, -1 wraps into a huge
+// unsigned seed) are usage errors naming the option.
+TEST(CliExec, BadNumbersAreUsageErrors) {
+  for (const auto& [args, needle] :
+       {std::pair<std::string, std::string>{"--seed -1", "--seed"},
+        {"--seed 1.5", "--seed"},
+        {"--timeout nan", "--timeout"},
+        {"--timeout -1", "--timeout"},
+        {"--timeout inf", "--timeout"},
+        {"--pos -1", "--pos"}}) {
+    SCOPED_TRACE(args);
+    const CmdResult r = amk("exec " + args + " " + example());
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_EQ(r.err.rfind("amk: " + needle, 0), 0u) << r.err;
+  }
+}
+
+// No --seed: a random one, printed, and --seed with it repeats the run.
+TEST(CliExec, ARandomSeedIsPrintedAndRepeatable) {
+  const CmdResult a = amk("exec --json " + example());
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const nlohmann::json ja = parse_json(a);
+  EXPECT_TRUE(ja.value("seed_random", false));
+  const auto seed = ja["seed"].get<uint64_t>();
+  const CmdResult b = amk("exec --json --seed " + std::to_string(seed) + " " + example());
+  const nlohmann::json jb = parse_json(b);
+  EXPECT_FALSE(jb.value("seed_random", true));
+  EXPECT_EQ(jb["outputs"], ja["outputs"]);
+  const CmdResult text = amk("exec " + example());
+  EXPECT_NE(text.out.find("(random: --seed "), std::string::npos) << text.out;
+}
+
+// What `amk compile` writes reads the step position at run time; exec runs it at --pos.
+TEST(CliExec, CompiledProgramsRunAtAPosition) {
+  const fs::path prog = fs::temp_directory_path() / ("amk_cli_pos_" + std::to_string(getpid()) + ".json");
+  const CmdResult c = amk("compile " + quoted(std::string(AMK_TESTDATA_DIR) + "/fixtures/tiny-llama") +
+                          " --max-context 64 -o " + quoted(prog.string()));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  for (const char* pos : {"", " --pos 0", " --pos 63"}) {
+    SCOPED_TRACE(pos);
+    const CmdResult r = amk("exec --seed 1" + std::string(pos) + " " + quoted(prog.string()));
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("status: Ok"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("step position"), std::string::npos) << r.out;
+  }
+  const CmdResult past = amk("exec --pos 64 " + quoted(prog.string()));
+  EXPECT_EQ(past.exit_code, 2) << past.out << past.err;
+  EXPECT_NE(past.err.find("--pos 64 is past the program's KV cache of 64 rows"), std::string::npos)
+      << past.err;
+  // A program whose positions are params takes none.
+  const CmdResult fixed = amk("exec --pos 1 " + example());
+  EXPECT_EQ(fixed.exit_code, 2) << fixed.out << fixed.err;
+  EXPECT_NE(fixed.err.find("reads no step position"), std::string::npos) << fixed.err;
+  fs::remove(prog);
+}
+
 // ---- usage ----------------------------------------------------------------------------------
 TEST(CliUsage, UnknownCommandOrFlagExitsTwoWithUsageOnStderr) {
   const CmdResult r = amk("frobnicate");
@@ -257,6 +337,10 @@ TEST(CliUsage, HelpAndVersion) {
   EXPECT_EQ(v.exit_code, 0);
   EXPECT_NE(v.out.find("IR 0.3.0"), std::string::npos) << v.out;
   EXPECT_NE(v.out.find("ABI 0.5"), std::string::npos) << v.out;
+  EXPECT_EQ(v.out.rfind("amk ", 0), 0u) << "the build version leads\n" << v.out;
+  EXPECT_TRUE(v.out.find("CUDA compiled in") != std::string::npos ||
+              v.out.find("CUDA not compiled in") != std::string::npos)
+      << v.out;
 }
 
 // ---- the committed example ------------------------------------------------------------------

@@ -210,4 +210,43 @@ TEST(MakeModel, TinyCompilesAndGeneratesOnTheCpu) {
   fs::remove_all(dir);
 }
 
+// make-model never writes over an existing checkpoint (or any non-empty folder, or a file)
+// without --force; no --seed means a random one, printed so that the run can be repeated.
+TEST(MakeModel, RefusesANonEmptyFolderWithoutForce) {
+  const fs::path dir = scratch("force");
+  fs::remove_all(dir);
+  const std::string model = shell_quote((dir / "m").string());
+  const auto first = run_amk("make-model --preset tiny -o " + model);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const size_t at = first.out.find("random: --seed ");
+  ASSERT_NE(at, std::string::npos) << first.out;
+  const std::string seed = first.out.substr(at + 15, first.out.find(' ', at + 15) - at - 15);
+  const auto config_before = fs::last_write_time(dir / "m" / "config.json");
+
+  const auto again = run_amk("make-model --preset tiny -o " + model);
+  EXPECT_EQ(again.exit_code, 2) << again.out << again.err;
+  EXPECT_NE(again.err.find("is not empty"), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find("--force"), std::string::npos) << again.err;
+  EXPECT_EQ(fs::last_write_time(dir / "m" / "config.json"), config_before);
+
+  const std::vector<uint8_t> bytes = [&] {
+    std::ifstream in(dir / "m" / "model.safetensors", std::ios::binary);
+    return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+  }();
+  const auto forced = run_amk("make-model --preset tiny --force --seed " + seed + " -o " + model);
+  EXPECT_EQ(forced.exit_code, 0) << forced.err;
+  std::ifstream in(dir / "m" / "model.safetensors", std::ios::binary);
+  EXPECT_EQ(std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {}), bytes)
+      << "the printed seed repeats the weights";
+
+  std::ofstream(dir / "file") << "x";
+  const auto onto_file =
+      run_amk("make-model --preset tiny --force -o " + shell_quote((dir / "file").string()));
+  EXPECT_EQ(onto_file.exit_code, 2) << onto_file.err;
+  EXPECT_EQ(run_amk("make-model --preset tiny --seed -1 -o " + shell_quote((dir / "n").string()))
+                .exit_code,
+            2);
+  fs::remove_all(dir);
+}
+
 }  // namespace

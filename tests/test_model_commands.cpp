@@ -1,9 +1,11 @@
 // `amk compile`, `amk run` and `amk oracle` end to end on the fixtures, with their exit codes.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "amk/json.h"
@@ -103,13 +105,104 @@ TEST(LoweringCli, CompileWritesAValidProgramAndHonoursTheConfig) {
                            shell_quote(cfg.string()) + " -o " + shell_quote(out.string()));
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("K_tile"), std::string::npos) << bad.err;
-  std::ofstream(cfg) << R"({"pipelining_dept": 3})";
-  const auto typo = run_amk("compile " + fixture("tiny-llama") + " --config " +
-                            shell_quote(cfg.string()) + " -o " + shell_quote(out.string()));
-  EXPECT_EQ(typo.exit_code, 2);
-  EXPECT_NE(typo.err.find("pipelining_dept"), std::string::npos) << typo.err;
   fs::remove(cfg);
   fs::remove(out);
+}
+
+// A ScheduleConfig file: {} is the defaults, an unknown key a warning (the rest is used), "-"
+// standard input; only regular files, and malformed text an error.
+TEST(LoweringCli, ConfigFiles) {
+  const fs::path cfg = scratch("cfg2.json"), out = scratch("prog2.json");
+  const std::string compile = "compile " + fixture("tiny-llama") + " -o " + shell_quote(out.string());
+  std::ofstream(cfg) << "{}";
+  auto r = run_amk(compile + " --config " + shell_quote(cfg.string()));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+
+  std::ofstream(cfg) << R"({"pipelining_dept": 3, "pipelining_depth": 1})";
+  r = run_amk(compile + " --config " + shell_quote(cfg.string()));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("pipelining_dept"), std::string::npos) << r.err;
+  amk::LoadResult loaded = amk::load_program(out);
+  ASSERT_TRUE(loaded) << loaded.error;
+  EXPECT_EQ(loaded.program->config->pipelining_depth, 1) << "the known keys are used";
+
+  r = run_amk(compile + " --config - < " + shell_quote(cfg.string()));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+
+  for (const char* bad : {"1", "[]", "{", "{}, \"tasks\": []", ""}) {
+    SCOPED_TRACE(bad);
+    std::ofstream(cfg, std::ios::trunc) << bad;
+    r = run_amk(compile + " --config " + shell_quote(cfg.string()));
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("invalid config"), std::string::npos) << r.err;
+  }
+  r = run_amk(compile + " --config /dev/zero");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("not a regular file"), std::string::npos) << r.err;
+  fs::remove(cfg);
+  fs::remove(out);
+}
+
+// Never write over an input: -o on (or into) the checkpoint folder or onto the config is refused
+// and the input is untouched.
+TEST(LoweringCli, CompileNeverWritesOverItsInputs) {
+  const fs::path model = scratch("protected-model");
+  fs::remove_all(model);
+  fs::copy(std::string(AMK_TESTDATA_DIR) + "/fixtures/tiny-llama", model);
+  const std::string config_text = [&] {
+    std::ifstream in(model / "config.json");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  const fs::path cfg = scratch("cfg3.json"), link = scratch("link.json");
+  std::ofstream(cfg) << "{}";
+  fs::remove(link);
+  fs::create_symlink(model / "config.json", link);
+  const std::string m = shell_quote(model.string());
+  for (const std::string& o :
+       {(model / "config.json").string(), (model / "model.safetensors").string(),
+        (model / ".." / model.filename() / "config.json").string(), link.string(), model.string(),
+        cfg.string(), (model / "generation_config.json").string(),
+        (model / "model-00001-of-00002.safetensors").string()}) {
+    SCOPED_TRACE(o);
+    const auto r = run_amk("compile " + m + " --config " + shell_quote(cfg.string()) + " -o " +
+                           shell_quote(o));
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find("refusing to write -o"), std::string::npos) << r.err;
+  }
+  std::ifstream in(model / "config.json");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), config_text);
+  EXPECT_EQ(run_amk("oracle " + m + " --expected " + expected("tiny-llama")).exit_code, 0);
+  // A new program beside the checkpoint's files harms nothing.
+  EXPECT_EQ(run_amk("compile " + m + " -o " + shell_quote((model / "prog.json").string())).exit_code, 0);
+  fs::remove_all(model);
+  fs::remove(cfg);
+  fs::remove(link);
+}
+
+TEST(OracleCli, BadNumbersAreUsageErrors) {
+  const std::string base = "oracle " + fixture("tiny-llama") + " --expected " + expected("tiny-llama");
+  for (const char* opt : {"--tolerance -1", "--tolerance nan", "--tolerance inf", "--timeout nan",
+                          "--timeout 0", "--timeout -3"}) {
+    SCOPED_TRACE(opt);
+    const auto r = run_amk(base + " " + opt);
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_EQ(r.err.rfind("amk: " + std::string(opt).substr(0, std::string(opt).find(' ')), 0), 0u)
+        << r.err;
+  }
+  EXPECT_EQ(run_amk(base + " --tolerance 0.001").exit_code, 0);
+}
+
+// A FIFO where a safetensors file is expected is refused, not waited on forever.
+TEST(OracleCli, FifoInputsAreRefused) {
+  const fs::path fifo = scratch("expected.fifo");
+  fs::remove(fifo);
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const auto r = run_amk("oracle " + fixture("tiny-llama") + " --expected " + shell_quote(fifo.string()));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("not a regular file"), std::string::npos) << r.err;
+  fs::remove(fifo);
 }
 
 }  // namespace

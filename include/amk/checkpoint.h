@@ -3,8 +3,10 @@
 //
 // Weights stay memory-mapped: a tensor is a view into its shard. Opening checks the folder as a
 // whole (every shard opened once, shard names confined to the folder, no tensor in two shards,
-// every tensor the index lists present in the shard it names) so that a later lookup can only
-// fail for a tensor that is truly absent or misshapen.
+// every tensor the index lists present in the shard it names, and config.json's sizes against the
+// tensors: num_hidden_layers against the model.layers.N names, vocab/hidden/heads x head_dim/kv
+// heads/intermediate against the tensors that carry them, each mismatch a ModelConfigError naming
+// the field) so that a later lookup can only fail for a tensor that is truly absent or misshapen.
 #pragma once
 
 #include <cstdint>

@@ -35,6 +35,7 @@
 #include "amk/random_checkpoint.h"
 #include "amk/step_trace.h"
 #include "cli/commands.h"
+#include "cli/input_files.h"
 #include "cli/model_args.h"
 #include "cli/profile_report.h"
 #include "cli/table.h"
@@ -93,6 +94,12 @@ std::string read_text(const fs::path& path) {
   return s.str();
 }
 
+// A small regular file's text, "" when it is absent or not one (a FIFO would block).
+std::string read_small_text(const fs::path& path) {
+  std::string why;
+  return read_input_text(path.string(), uint64_t{1} << 20, &why).value_or("");
+}
+
 // Fills `folder` with preset `name` (BF16, seed 0), or reuses a complete earlier one in
 // --preset-dir. Returns false after printing why.
 bool prepare_preset(const BenchOptions& opt, ModelFolder& folder) {
@@ -108,10 +115,19 @@ bool prepare_preset(const BenchOptions& opt, ModelFolder& folder) {
     folder.temporary = true;
   } else {
     folder.path = opt.preset_dir;
-    if (fs::exists(folder.path / kCompleteMarker) &&
-        read_text(folder.path / "config.json") == config_text) {
+    const bool marked = fs::exists(folder.path / kCompleteMarker);
+    const bool same_preset = read_small_text(folder.path / "config.json") == config_text;
+    if (marked && same_preset) {
       std::cout << fmt::format("model     reusing {} in {}\n", opt.preset, folder.path.string());
       return true;
+    }
+    // An earlier bench folder (complete, or a half-written one of this preset) is written again;
+    // any other folder that is not empty is someone's data and is never written over.
+    if (const std::string problem = output_folder_problem(folder.path.string());
+        !problem.empty() && !marked && !same_preset) {
+      std::cerr << "amk: --preset-dir '" << folder.path.string() << "' " << problem
+                << " and holds no earlier bench preset; name a new or empty folder\n";
+      return false;
     }
   }
   const auto start = Clock::now();
@@ -355,17 +371,26 @@ int fail_usage(const std::string& why) {
 int run_bench(const BenchOptions& opt) {
   // Progress lines reach a log file even when a time box kills the run mid-way.
   std::cout << std::unitbuf;
-  if (opt.model_dir.empty() == opt.preset.empty())
-    return fail_usage("name a checkpoint folder or --preset NAME (exactly one)");
-  if (opt.tokens < 1 || opt.warmup < 0 || opt.tokens_per_launch < 1 || opt.check_steps < 1)
-    return fail_usage("--tokens, --tokens-per-launch and --check-steps must be >= 1, --warmup >= 0");
-
-  // (1) No GPU, no numbers: say why and stop before anything is generated or measured.
+  // (1) No GPU, no numbers: say why and stop before any other input is looked at, anything is
+  // generated or measured.
   const CudaAvailability gpu = cuda_availability();
   if (!gpu.usable) {
     std::cerr << "amk: bench: no usable GPU: " << gpu.message << "\n";
     return kExitBadInput;
   }
+  if (opt.model_dir.empty() == opt.preset.empty())
+    return fail_usage("name a checkpoint folder or --preset NAME (exactly one)");
+  if (opt.tokens < 1 || opt.warmup < 0 || opt.tokens_per_launch < 1 || opt.check_steps < 1)
+    return fail_usage("--tokens, --tokens-per-launch and --check-steps must be >= 1, --warmup >= 0");
+  // Never write over an input (the checkpoint folder, the config, the preset folder).
+  for (const auto& [flag, path] : {std::pair<const char*, const std::string&>{"--json", opt.json_path},
+                                   {"--results", opt.results},
+                                   {"--trace", opt.trace},
+                                   {"--profile-tsv", opt.profile_tsv}})
+    if (const std::string problem =
+            overwrite_problem(path, {opt.model_dir, opt.config, opt.preset_dir});
+        !problem.empty())
+      return fail_usage(fmt::format("refusing to write {} '{}': it {}", flag, path, problem));
   const GpuTarget* target = resolve_target(opt.gpu);
   if (target == nullptr) return kExitBadInput;
   std::cout << fmt::format("device    {} ({} SMs, sm_{}{}), target {}\n", gpu.device_name,

@@ -30,6 +30,12 @@ struct CompileOptions {
 };
 
 int run_compile(const CompileOptions& opt) {
+  // Never over an input: `-o M/config.json` would destroy the checkpoint it reads.
+  if (const std::string problem = overwrite_problem(opt.output, {opt.model_dir, opt.config});
+      !problem.empty()) {
+    std::cerr << "amk: refusing to write -o '" << opt.output << "': it " << problem << "\n";
+    return kExitBadInput;
+  }
   const GpuTarget* target = resolve_target(opt.gpu);  // prints why not
   if (target == nullptr) return kExitBadInput;
   const auto in = open_model_inputs(opt.model_dir, opt.config);

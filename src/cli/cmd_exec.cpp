@@ -1,9 +1,11 @@
-// `amk exec FILE`: run a program on the ReferenceVM with deterministic synthetic data
-// (cli/synthetic_data.h) and print its outputs. With --runs N the program runs N times on one
+// `amk exec FILE [--pos N]`: run a program on the ReferenceVM with deterministic synthetic data
+// (cli/synthetic_data.h) and print its outputs. A program that reads the step position (what
+// `amk compile` writes) runs at --pos (default 0). With --runs N the program runs N times on one
 // VM (the KV cache persists, as between launches on device) and the outputs must agree run to
 // run: a disagreement in a validated program means a nondeterministic op or VM bug.
 #include <algorithm>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 
 #include "amk/reference_vm.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "cli/program_file.h"
 #include "cli/synthetic_data.h"
 
@@ -24,6 +27,9 @@ namespace {
 struct ExecOptions {
   std::string file;
   uint64_t seed = 0;
+  bool seed_given = false;  // else a random seed, printed
+  int64_t pos = 0;          // the step position
+  bool pos_given = false;
   std::string order = "list";
   int runs = 1;
   double timeout_s = 60.0;
@@ -86,7 +92,9 @@ std::string output_text(const Buffer& b, const Tensor& t) {
   return line + fmt::format(": {}{}", fmt::join(values, " "), t.numel() > shown ? " ..." : "");
 }
 
-int run_exec(const ExecOptions& opt) {
+int run_exec(const ExecOptions& options) {
+  ExecOptions opt = options;
+  if (!opt.seed_given) opt.seed = random_seed();
   auto loaded = load_program_file(opt.file);
   if (!loaded) return kExitBadInput;
   ReferenceVM vm(std::move(loaded->program));
@@ -107,9 +115,27 @@ int run_exec(const ExecOptions& opt) {
   }
   if (const std::string problem = size_problem(p); !problem.empty())
     return fail("ResourceLimit", problem);
-  const std::vector<std::string> notes = bind_synthetic_data(vm, opt.seed);
+  // The step position: what a program `amk compile` writes reads at run time (meta.step_position,
+  // docs/RUNTIME_POSITION.md). A program whose positions are its params takes no --pos.
+  if (opt.pos_given && step_position_buffer(p) == nullptr) {
+    std::cerr << "amk: --pos: " << opt.file
+              << " reads no step position (no meta.step_position naming an IO_INPUT); its "
+                 "positions are its tasks' params\n";
+    return kExitBadInput;
+  }
+  int64_t kv_rows = -1;
+  for (const Buffer& b : p.buffers)
+    if (b.kind == BufferKind::KV_CACHE && !b.shape.empty())
+      kv_rows = kv_rows < 0 ? b.shape[0] : std::min(kv_rows, b.shape[0]);
+  if (kv_rows >= 0 && opt.pos >= kv_rows) {
+    std::cerr << "amk: --pos " << opt.pos << " is past the program's KV cache of " << kv_rows
+              << " rows (positions 0 to " << kv_rows - 1 << ")\n";
+    return kExitBadInput;
+  }
+  const std::vector<std::string> notes = bind_synthetic_data(vm, opt.seed, opt.pos);
 
   VmOptions vm_opt;
+  vm_opt.step_position = opt.pos;
   vm_opt.order = opt.order == "random" ? VmOptions::Order::Random : VmOptions::Order::ListOrder;
   vm_opt.timeout_s = opt.timeout_s;
   std::vector<VmRunResult> results;
@@ -135,6 +161,8 @@ int run_exec(const ExecOptions& opt) {
                           {"ok", ok},
                           {"order", opt.order},
                           {"seed", opt.seed},
+                          {"seed_random", !opt.seed_given},
+                          {"pos", opt.pos},
                           {"runs", results.size()},
                           {"identical_across_runs", identical},
                           {"fired", last.fired.size()},
@@ -150,8 +178,10 @@ int run_exec(const ExecOptions& opt) {
     return ok ? kExitOk : kExitFailed;
   }
 
-  std::cout << fmt::format("program {}: {} tasks, {} buffers; synthetic data seed {}\n", opt.file,
-                           p.tasks.size(), p.buffers.size(), opt.seed);
+  std::cout << fmt::format("program {}: {} tasks, {} buffers; synthetic data seed {}{}\n", opt.file,
+                           p.tasks.size(), p.buffers.size(), opt.seed,
+                           opt.seed_given ? "" : fmt::format(" (random: --seed {} repeats this run)",
+                                                             opt.seed));
   for (const std::string& n : notes) std::cout << "  input " << n << "\n";
   if (last.ok()) {
     std::cout << "outputs:\n";
@@ -175,7 +205,15 @@ void add_exec_command(CLI::App& app, Action& action) {
   CLI::App* cmd = app.add_subcommand(
       "exec", "Run a program on the CPU reference VM with deterministic synthetic weights/inputs");
   cmd->add_option("file", opt->file, "Program JSON file")->required();
-  cmd->add_option("--seed", opt->seed, "Seed of the synthetic data (and of --order random)")
+  CLI::Option* seed = cmd->add_option(
+      "--seed", opt->seed,
+      "Seed of the synthetic data (and of --order random); default: a random one, printed");
+  seed->check(seed_number());
+  CLI::Option* pos = cmd->add_option(
+      "--pos", opt->pos,
+      "Step position of a program that reads it (meta.step_position, as `amk compile` writes): "
+      "the token's position, below the KV cache's rows");
+  pos->check(CLI::Range(int64_t{0}, int64_t{std::numeric_limits<int32_t>::max()}))
       ->capture_default_str();
   cmd->add_option("--order", opt->order, "Firing order: list (first ready in list order) or random")
       ->check(CLI::IsMember({"list", "random"}))
@@ -184,10 +222,14 @@ void add_exec_command(CLI::App& app, Action& action) {
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   cmd->add_option("--timeout", opt->timeout_s, "Watchdog per run, seconds")
-      ->check(CLI::PositiveNumber)
+      ->check(finite_number(/*positive=*/true))
       ->capture_default_str();
   cmd->add_flag("--json", opt->json, "Print status and outputs as JSON");
-  cmd->callback([opt, &action] { action = [opt] { return run_exec(*opt); }; });
+  cmd->callback([opt, seed, pos, &action] {
+    opt->seed_given = seed->count() > 0;
+    opt->pos_given = pos->count() > 0;
+    action = [opt] { return run_exec(*opt); };
+  });
 }
 
 }  // namespace amk::cli

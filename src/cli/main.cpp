@@ -12,9 +12,23 @@
 
 namespace {
 
+#ifndef AMK_BUILD_VERSION
+#define AMK_BUILD_VERSION "unknown"
+#endif
+#ifndef AMK_BUILD_TYPE
+#define AMK_BUILD_TYPE ""
+#endif
+#ifndef AMK_CUDA_TEXT
+#define AMK_CUDA_TEXT "unknown"
+#endif
+
+// The build (CMake's project version and build type), the IR and ABI versions it reads and
+// writes, and whether the CUDA VM is compiled in.
 std::string version_text() {
-  return "amk " + std::string(amk::kIrVersion) + " (IR " + std::string(amk::kIrVersion) +
-         ", ABI " + std::string(amk::kAbiVersion) + ")";
+  const std::string build_type = AMK_BUILD_TYPE;
+  return "amk " AMK_BUILD_VERSION + (build_type.empty() ? "" : " (" + build_type + " build)") +
+         "\nIR " + std::string(amk::kIrVersion) + ", ABI " + std::string(amk::kAbiVersion) +
+         "\nCUDA " AMK_CUDA_TEXT;
 }
 
 // The help of the deepest subcommand the parser reached, so a usage error shows relevant usage.
@@ -28,7 +42,8 @@ std::string usage_for(const CLI::App& app) {
 
 int main(int argc, char** argv) {
   CLI::App app{"AutoMegaKernel: validate, inspect and run megakernel IR programs.", "amk"};
-  app.set_version_flag("--version", version_text(), "Print the IR and ABI versions and exit");
+  app.set_version_flag("--version", version_text(),
+                       "Print the build, IR and ABI versions and whether CUDA is compiled in");
   app.require_subcommand(1);
   app.footer("Exit codes: 0 ok, 1 rejected or failed, 2 unreadable input or bad usage.\n");
 

@@ -15,7 +15,8 @@ struct LoadedProgram {
   std::vector<std::string> warnings;  // the loader's forward-compatibility notes
 };
 
-// nullopt after printing "amk: cannot load 'PATH': reason" to stderr.
+// The file at `path`, or standard input for "-": a regular file of at most kMaxProgramFileBytes
+// (cli/input_files.h). nullopt after printing "amk: cannot load 'PATH': reason" to stderr.
 std::optional<LoadedProgram> load_program_file(const std::string& path);
 
 }  // namespace amk::cli

@@ -68,8 +68,17 @@ int64_t decode_position(const Program& p) {
 
 }  // namespace
 
-std::vector<std::string> bind_synthetic_data(ReferenceVM& vm, uint64_t seed) {
+const Buffer* step_position_buffer(const Program& p) {
+  const std::optional<std::string> name = p.meta_string("step_position");
+  if (!name) return nullptr;
+  for (const Buffer& b : p.buffers)
+    if (b.name == *name && b.kind == BufferKind::IO_INPUT && !is_float(b.dtype)) return &b;
+  return nullptr;
+}
+
+std::vector<std::string> bind_synthetic_data(ReferenceVM& vm, uint64_t seed, int64_t step_position) {
   const Program& p = vm.program();
+  const Buffer* pos_buffer = step_position_buffer(p);
   std::vector<std::string> notes;
   for (const Buffer& b : p.buffers) {
     if (!is_readonly_kind(b.kind)) continue;
@@ -84,7 +93,10 @@ std::vector<std::string> bind_synthetic_data(ReferenceVM& vm, uint64_t seed) {
     } else if (b.kind == BufferKind::IO_INPUT) {
       int64_t value = 0;
       std::string role = "integer input";
-      if (const auto rows = embed_rows(p, b.id); rows && *rows > 0) {
+      if (pos_buffer != nullptr && (b.id == pos_buffer->id || is_rope_position(p, b.id))) {
+        value = step_position;
+        role = "step position, --pos";
+      } else if (const auto rows = embed_rows(p, b.id); rows && *rows > 0) {
         value = static_cast<int64_t>(seed % static_cast<uint64_t>(*rows));
         role = fmt::format("EMBED id, table rows {}", *rows);
       } else if (is_rope_position(p, b.id)) {

@@ -378,7 +378,9 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
   state->path = path;
   const std::string name = path.string();
 
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO would otherwise wait forever for a writer; it is then refused as
+  // not a regular file (the flag means nothing to the mapping of a regular one).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail(name, fmt::format("cannot open: {}", std::strerror(errno)));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {

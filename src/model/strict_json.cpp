@@ -89,8 +89,13 @@ nlohmann::json parse_untrusted_json(std::string_view text, int max_depth) {
 
 std::string read_text_file(const std::filesystem::path& path, uint64_t max_bytes) {
   std::error_code ec;
+  // A FIFO would block the open forever and a device never end: regular files only (symlinks
+  // followed), and the size checked before anything is read.
   if (!std::filesystem::is_regular_file(path, ec))
     throw std::runtime_error(ec ? "cannot open: " + ec.message() : "not a regular file");
+  if (const uintmax_t size = std::filesystem::file_size(path, ec); !ec && size > max_bytes)
+    throw std::runtime_error(
+        fmt::format("{} bytes, larger than the {}-byte limit for a JSON file", size, max_bytes));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(fmt::format("cannot open: {}", std::strerror(errno)));
   std::string text;

@@ -19,10 +19,11 @@ inline constexpr int kMaxJsonDepth = 64;
 // Throws std::runtime_error with a message that says what is wrong (callers add the file name).
 nlohmann::json parse_untrusted_json(std::string_view text, int max_depth = kMaxJsonDepth);
 
-// A whole file as text. A config or shard index is kilobytes to a few megabytes; the cap stops
-// a wrong path (a weights file, /dev/zero) from being slurped. Throws std::runtime_error
-// (callers add the file name).
-inline constexpr uint64_t kMaxJsonFileBytes = 100'000'000;
+// A whole file as text, from a regular file only. A config or shard index is kilobytes to a
+// megabyte (an index names each tensor once); the cap, checked against the size before reading,
+// stops a wrong path (a weights file) from being slurped, and FIFOs and devices are refused.
+// Throws std::runtime_error (callers add the file name).
+inline constexpr uint64_t kMaxJsonFileBytes = 16'000'000;
 std::string read_text_file(const std::filesystem::path& path, uint64_t max_bytes = kMaxJsonFileBytes);
 
 // 'name' in quotes, with control and non-ASCII bytes escaped so that a hostile name cannot

@@ -128,11 +128,26 @@ CudaAvailability cuda_availability() {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
-    a.message = fmt::format("no CUDA device: cudaGetDeviceCount: {}", cudaGetErrorString(err));
+    // Without a driver the runtime says "CUDA driver version is insufficient": name what is
+    // actually missing (driver version 0 means no driver is installed).
+    int driver = 0;
+    const bool has_driver = cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0;
+    if (err == cudaErrorInsufficientDriver && !has_driver)
+      a.message = fmt::format("no NVIDIA driver or GPU found (cudaGetDeviceCount: {})",
+                              cudaGetErrorString(err));
+    else if (err == cudaErrorInsufficientDriver)
+      a.message = fmt::format("the NVIDIA driver (CUDA {}.{}) is older than this build's CUDA "
+                              "runtime {}.{} (cudaGetDeviceCount: {})",
+                              driver / 1000, driver % 1000 / 10, CUDART_VERSION / 1000,
+                              CUDART_VERSION % 1000 / 10, cudaGetErrorString(err));
+    else if (err == cudaErrorNoDevice)
+      a.message = fmt::format("no NVIDIA GPU found (cudaGetDeviceCount: {})", cudaGetErrorString(err));
+    else
+      a.message = fmt::format("no CUDA device: cudaGetDeviceCount: {}", cudaGetErrorString(err));
     return a;
   }
   if (count == 0) {
-    a.message = "no CUDA device: cudaGetDeviceCount found none";
+    a.message = "no NVIDIA GPU found (cudaGetDeviceCount found none)";
     return a;
   }
   cudaDeviceProp prop{};
