@@ -5,8 +5,8 @@
 #
 #   scripts/gpu_sweep.sh --prebuilt DIR --preset NAME [--base CFG] [--peer] VARIANT...
 #
-# VARIANT: "base" or comma-separated KEY=VALUE overrides of the base config's top-level integer
-# keys, e.g. stream_bytes_in_flight=65536,stream_chunk_bytes=16384. The checkpoint is generated
+# VARIANT: "base" or comma-separated KEY=VALUE overrides of the base config's integer keys, e.g.
+# stream_bytes_in_flight=65536,stream_chunk_bytes=16384 or tiling.attention.kv_block=128. The checkpoint is generated
 # once into /tmp/amk-sweep-NAME and reused. Logs and JSON go to $OUT (or ./gpu-sweep-out).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -39,7 +39,11 @@ c = json.load(open(base))
 if variant != "base":
     for kv in variant.split(","):
         k, val = kv.split("=", 1)
-        c[k] = int(val)
+        *path, leaf = k.split(".")  # tiling.attention.kv_block=128 sets a nested key
+        d = c
+        for part in path:
+            d = d.setdefault(part, {})
+        d[leaf] = int(val)
 json.dump(c, open(dst, "w"), indent=1)
 EOF
   echo "== $preset [$v]"
