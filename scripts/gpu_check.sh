@@ -11,8 +11,9 @@
 #   --quick         skip the llama-3.1-8b benchmark
 #   --budget S      total seconds for all steps (default 540); a step that no longer fits is
 #                   reported as SKIPPED, never silently dropped
-#   --config FILE   the ScheduleConfig of the benchmarks (default bench/configs/decode.json:
-#                   its split-KV block assumes the 512-token context the benchmarks use)
+#   --config FILE   the ScheduleConfig of the benchmarks (default: none, so each model gets the
+#                   config derived from it and the GPU, amk/lowering.h default_schedule_config;
+#                   bench/configs/decode.json is the hand-tuned llama-3.2-1b override)
 #
 # Steps: GPU info and clocks; the GPU tests; compute-sanitizer memcheck and racecheck on the
 # tiny-llama oracle (fp32, --device cuda); `amk bench` on llama-3.2-1b (+ torch peer, its step
@@ -25,7 +26,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 root=$PWD
 
-prebuilt="" quick=0 budget=540 config=bench/configs/decode.json
+prebuilt="" quick=0 budget=540 config=""
 while (($#)); do
   case "$1" in
     --prebuilt) prebuilt="${2:?--prebuilt needs a directory}"; shift 2 ;;
@@ -133,7 +134,7 @@ bench() {
   local preset=$1 cap=$2; shift 2
   run_step "bench-$preset" "$cap" "$amk" bench --preset "$preset" --preset-dir "$work/$preset" \
     --json "$out/bench-$preset.json" --results "$out/results.tsv" --tag "gpu-check-$(date +%m%d)" \
-    --config "$config" --context 512 "$@"
+    ${config:+--config "$config"} --context 512 "$@"
   local rc=$?
   local detail
   detail=$(python3 - "$out/bench-$preset.json" <<'PY' 2>/dev/null

@@ -5,7 +5,8 @@
 #
 #   scripts/gpu_sweep.sh --prebuilt DIR --preset NAME [--base CFG] [--peer] VARIANT...
 #
-# VARIANT: "base" or comma-separated KEY=VALUE overrides of the base config's integer keys, e.g.
+# VARIANT: "derived" (no --config: the model's derived default), "base", or comma-separated
+# KEY=VALUE overrides of the base config's integer keys, e.g.
 # stream_bytes_in_flight=65536,stream_chunk_bytes=16384 or tiling.attention.kv_block=128. The checkpoint is generated
 # once into /tmp/amk-sweep-NAME and reused. Logs and JSON go to $OUT (or ./gpu-sweep-out).
 set -uo pipefail
@@ -36,7 +37,7 @@ for i in "${!variants[@]}"; do
 import json, sys
 base, dst, variant = sys.argv[1:4]
 c = json.load(open(base))
-if variant != "base":
+if variant not in ("base", "derived"):
     for kv in variant.split(","):
         k, val = kv.split("=", 1)
         *path, leaf = k.split(".")  # tiling.attention.kv_block=128 sets a nested key
@@ -49,7 +50,8 @@ EOF
   echo "== $preset [$v]"
   p=()
   ((i == 0)) && p=("${peer[@]}")
-  timeout 300 "$amk" bench --preset "$preset" --preset-dir "/tmp/amk-sweep-$preset" --config "$cfg" \
+  cfgopt=(--config "$cfg"); [[ $v == derived ]] && cfgopt=()
+  timeout 300 "$amk" bench --preset "$preset" --preset-dir "/tmp/amk-sweep-$preset" "${cfgopt[@]}" \
     --json "$out/sweep-$preset-$i.json" --results "$out/results.tsv" --tag "sweep $v" "${p[@]}" \
     "${extra[@]}" >"$cfgdir/log$i" 2>&1
   rc=$?

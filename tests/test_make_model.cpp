@@ -200,7 +200,13 @@ TEST(MakeModel, TinyCompilesAndGeneratesOnTheCpu) {
   const auto compiled = run_amk("compile " + model + " --gpu h100 -o " +
                                 shell_quote((dir / "tiny.json").string()));
   ASSERT_EQ(compiled.exit_code, 0) << compiled.out << compiled.err;
-  EXPECT_NE(compiled.out.find("ROPE_FREQ"), std::string::npos) << compiled.out;
+  // The derived default fuses RoPE into the attention tasks, which carry the llama3 table.
+  EXPECT_NE(compiled.out.find("ROPE_KV_ATTENTION_TILE"), std::string::npos) << compiled.out;
+  std::ofstream(dir / "empty.json") << "{}\n";  // the IR's defaults: nothing fused
+  const auto plain = run_amk("compile " + model + " --gpu h100 --config " +
+                             shell_quote((dir / "empty.json").string()) + " -o " +
+                             shell_quote((dir / "tiny-plain.json").string()));
+  EXPECT_NE(plain.out.find("ROPE_FREQ"), std::string::npos) << plain.out << plain.err;
   const auto ran = run_amk("run " + model + " --device cpu --prompt-ids 1,2,3 -n 16");
   ASSERT_EQ(ran.exit_code, 0) << ran.out << ran.err;
   EXPECT_EQ(std::count(ran.out.begin(), ran.out.end(), ','), 15) << ran.out;

@@ -48,4 +48,11 @@ inline constexpr int64_t kDefaultGemvNTile = 256;
 Program lower(const ModelConfig& model, const ScheduleConfig& config, const GpuTarget& target,
               int64_t max_context, std::optional<DType> weight_dtype = std::nullopt);
 
+// The ScheduleConfig derived from the model and the target (src/schedule/default_config.cpp):
+// what `amk compile` / `run` / `oracle` / `bench` lower with when no --config is given. Every
+// streaming level's rows are split evenly over the target's SMs; the fusions and weight-stream
+// bound that measured best are on.
+ScheduleConfig default_schedule_config(const ModelConfig& model, const GpuTarget& target,
+                                       int64_t max_context);
+
 }  // namespace amk

@@ -429,8 +429,12 @@ int run_bench(const BenchOptions& opt) {
     max_context = std::min(max_context, std::max(model.max_position_embeddings, steps_needed));
 
   Program program;
+  const ScheduleConfig schedule = in->schedule(*target, max_context);
+  std::cout << "schedule  " << (opt.config.empty() ? "derived from the model and the target (no --config)"
+                                                   : opt.config)
+            << "\n";
   try {
-    program = lower(model, in->config, *target, max_context, *weight_dtype);
+    program = lower(model, schedule, *target, max_context, *weight_dtype);
   } catch (const std::exception& e) {
     std::cerr << "amk: bench: cannot lower '" << folder.path.string() << "': " << e.what() << "\n";
     return kExitBadInput;
@@ -481,7 +485,7 @@ int run_bench(const BenchOptions& opt) {
   row.tag = opt.tag.empty() ? fmt::format("bench-{}-{}", model_name, target->name) : opt.tag;
   row.model = model_name;
   row.gpu = target->name;
-  row.schedule_id = config_id(in->config);
+  row.schedule_id = config_id(schedule);
 
   nlohmann::ordered_json report;
   report["model"] = model_name;
@@ -692,7 +696,8 @@ void add_bench_command(CLI::App& app, Action& action) {
                   "Keep the generated preset here (and reuse it on the next run)");
   cmd->add_option("--gpu", opt->gpu, "Built-in target (h100, h200, ...) or auto")
       ->capture_default_str();
-  cmd->add_option("--config", opt->config, "ScheduleConfig JSON file");
+  cmd->add_option("--config", opt->config,
+                  "ScheduleConfig JSON file (default: derived from the model and the target)");
   cmd->add_option("--weights", opt->weights, "WEIGHT dtype: bf16 (default) or fp32");
   cmd->add_option("--tokens", opt->tokens, "Timed tokens (at least)")->capture_default_str();
   cmd->add_option("--warmup", opt->warmup, "Warm-up tokens, rounded up to whole launches")

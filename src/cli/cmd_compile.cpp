@@ -48,7 +48,7 @@ int run_compile(const CompileOptions& opt) {
                                                                        : kDefaultMaxContext);
   Program p;
   try {
-    p = lower(m, in->config, *target, max_context, in->weight_dtype);
+    p = lower(m, in->schedule(*target, max_context), *target, max_context, in->weight_dtype);
   } catch (const std::exception& e) {  // LoweringError, UnsupportedModelError
     std::cerr << "amk: cannot lower '" << opt.model_dir << "': " << e.what() << "\n";
     return kExitBadInput;
@@ -77,7 +77,7 @@ int run_compile(const CompileOptions& opt) {
                            m.num_hidden_layers, target->name, max_context);
   std::cout << fmt::format("tasks     {}\n", p.tasks.size());
   for (const auto& [op, n] : by_op)
-    std::cout << fmt::format("  {:<18} {:>6}\n", name_of(static_cast<Op>(op)), n);
+    std::cout << fmt::format("  {:<22} {:>6}\n", name_of(static_cast<Op>(op)), n);
   std::cout << fmt::format("counters  {}\n", p.counters.size());
   std::cout << fmt::format("buffers   {}\n", p.buffers.size());
   if (p.pages)
@@ -106,7 +106,7 @@ void add_compile_command(CLI::App& app, Action& action) {
   cmd->add_option("--gpu", opt->gpu,
                   "Built-in target (h100, h200, b200, a100, rtx5090) or auto (this process's GPU)")
       ->capture_default_str();
-  cmd->add_option("--config", opt->config, "ScheduleConfig JSON file (default: the defaults)");
+  cmd->add_option("--config", opt->config, "ScheduleConfig JSON file (default: derived from the model and the target)");
   cmd->add_option("--max-context", opt->max_context,
                   "KV cache length (default: min(max_position_embeddings, 4096))")
       ->check(CLI::Range(int64_t{1}, int64_t{2147483647}));

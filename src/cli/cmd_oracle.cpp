@@ -52,7 +52,7 @@ int run_oracle_command(const OracleOptions& opt) {
     if (!check_positions(in->checkpoint.config(), int64_t(e.sequence_ids.size()),
                          fmt::format("--expected's sequence_ids ({} tokens)", e.sequence_ids.size())))
       return kExitBadInput;
-    Program p = lower(in->checkpoint.config(), in->config, *target,
+    Program p = lower(in->checkpoint.config(), in->schedule(*target, int64_t(e.sequence_ids.size())), *target,
                       int64_t(e.sequence_ids.size()), *weight_dtype);
     if (!on_cuda)
       if (const std::string problem = host_memory_problem(p); !problem.empty()) {
@@ -121,7 +121,8 @@ void add_oracle_command(CLI::App& app, Action& action) {
                   "expected.safetensors (prompt_ids, sequence_ids, logits)")
       ->required();
   cmd->add_option("--device", opt->device, "cpu (reference VM) or cuda")->capture_default_str();
-  cmd->add_option("--config", opt->config, "ScheduleConfig JSON file");
+  cmd->add_option("--config", opt->config,
+                  "ScheduleConfig JSON file (default: derived from the model and the target)");
   cmd->add_option("--gpu", opt->gpu,
                   "Target to lower for: a built-in name or auto (the GPU this process sees)")
       ->capture_default_str();

@@ -72,7 +72,8 @@ int run_run(const RunOptions& opt) {
     return kExitBadInput;
   try {
     Program program =
-        lower(in->checkpoint.config(), in->config, *target, max_context, in->weight_dtype);
+        lower(in->checkpoint.config(), in->schedule(*target, max_context), *target, max_context,
+              in->weight_dtype);
     if (opt.device == "cpu")
       if (const std::string problem = host_memory_problem(program); !problem.empty()) {
         std::cerr << "amk: cannot run '" << opt.model_dir << "' with a context of " << max_context
@@ -111,7 +112,8 @@ void add_run_command(CLI::App& app, Action& action) {
   cmd->add_option("-n", opt->n, "Tokens to generate")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
-  cmd->add_option("--config", opt->config, "ScheduleConfig JSON file");
+  cmd->add_option("--config", opt->config,
+                  "ScheduleConfig JSON file (default: derived from the model and the target)");
   cmd->add_option("--gpu", opt->gpu, "Target to lower for (h100, h200, ..., or auto)")
       ->capture_default_str();
   cmd->callback([opt, &action] { action = [opt] { return run_run(*opt); }; });

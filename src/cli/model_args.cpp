@@ -12,6 +12,7 @@
 
 #include "amk/cuda_vm.h"
 #include "amk/json.h"
+#include "amk/lowering.h"
 #include "amk/model_config.h"
 #include "amk/reference_vm.h"
 #include "amk/safetensors.h"
@@ -268,7 +269,11 @@ std::optional<ModelInputs> open_model_inputs(const std::string& folder,
   if (!checkpoint) return std::nullopt;
   const auto dtype = checkpoint_weight_dtype(*checkpoint);
   if (!dtype) return std::nullopt;
-  return ModelInputs{std::move(*config), std::move(*checkpoint), *dtype};
+  return ModelInputs{std::move(*config), std::move(*checkpoint), *dtype, !config_path.empty()};
+}
+
+ScheduleConfig ModelInputs::schedule(const GpuTarget& target, int64_t max_context) const {
+  return config_given ? config : default_schedule_config(checkpoint.config(), target, max_context);
 }
 
 int report_cuda_error(const CudaVmError& e) {

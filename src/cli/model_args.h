@@ -29,6 +29,10 @@ struct ModelInputs {
   ScheduleConfig config;
   Checkpoint checkpoint;
   DType weight_dtype;
+  bool config_given = false;  // --config named a file; else schedule() derives one
+  // The config to lower with: the --config file's, or default_schedule_config() for this
+  // model, target and context (amk/lowering.h).
+  ScheduleConfig schedule(const GpuTarget& target, int64_t max_context) const;
 };
 // The three loads above in order; the first failure has printed its message.
 std::optional<ModelInputs> open_model_inputs(const std::string& folder,

@@ -1,0 +1,57 @@
+// default_schedule_config(): the ScheduleConfig a model gets when nobody tuned one for it
+// (docs/LOWERING.md "The derived default"). Rules, not a table per model: every streaming level
+// uses every SM with its rows split evenly, and the fusions and knobs that measured best on the
+// H100 (bench/RESULTS.md) are on. A per-model file (bench/configs/) is only ever a measured
+// override of this.
+#include <algorithm>
+
+#include "amk/lowering.h"
+#include "amk/model_config.h"
+
+namespace amk {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& target,
+                                       int64_t max_context) {
+  ScheduleConfig c;
+  const int64_t sms = std::max<int64_t>(target.num_sms, 1);
+  // Rows of one level over every SM: the tiles of one level (which may span several
+  // projections that wait on the same input) number about one per SM.
+  const auto per_sm = [&](int64_t rows) { return std::max<int64_t>(1, ceil_div(rows, sms)); };
+  const int64_t qkv = per_sm(m.q_dim() + 2 * m.kv_dim());
+  const int64_t gate_up = per_sm(2 * m.intermediate_size);
+  const int64_t hidden = per_sm(m.hidden_size);
+  // The lm_head streams the most bytes of any level: several tiles per SM of at most ~1 MiB of
+  // BF16 rows, so the weight ring pipelines from one tile into the next.
+  const int64_t lm_rows_per_mib = std::max<int64_t>(1, (int64_t(1) << 20) / (2 * m.hidden_size));
+  const int64_t lm_head = std::min(per_sm(m.vocab_size), lm_rows_per_mib);
+  c.tiling = {
+      {"q_proj", {{"N_tile", qkv}}},         {"k_proj", {{"N_tile", qkv}}},
+      {"v_proj", {{"N_tile", qkv}}},         {"o_proj", {{"N_tile", hidden}}},
+      {"gate_proj", {{"N_tile", gate_up}}},  {"up_proj", {{"N_tile", gate_up}}},
+      {"down_proj", {{"N_tile", hidden}}},   {"lm_head", {{"N_tile", lm_head}}},
+      // One partial argmax per SM, slices of a multiple of 4 logits (16-byte loads).
+      {"sample_argmax", {{"N_tile", ceil_div(per_sm(m.vocab_size), 4) * 4}}},
+  };
+  // Split-KV blocks of 64 keys (doubled until at most 8 blocks, ATTENTION_COMBINE's cap), each
+  // KV head its own task; a context of one block stays one task per layer.
+  int64_t kv_block = 64;
+  while (ceil_div(max_context, kv_block) > 8) kv_block *= 2;
+  if (ceil_div(max_context, kv_block) >= 2)
+    c.tiling.push_back({"attention", {{"kv_block", kv_block}, {"kv_heads", 1}}});
+  c.fusion_grouping = {{"rmsnorm", "gemv"}, {"silu_mul", "gemv"}, {"gemv", "add"},
+                       {"rope", "attention"}};
+  c.sm_assignment = std::string("critical_path");
+  c.pipelining_depth = 4;
+  c.page_allocation = "graph_color";
+  c.threads_per_block = 256;
+  c.stream_bytes_in_flight = 32768;
+  return c;
+}
+
+}  // namespace amk

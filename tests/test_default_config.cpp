@@ -1,0 +1,87 @@
+// default_schedule_config(): the config a model gets with no --config. Its rules are checked
+// against numbers worked out by hand for a published shape, and on every preset the derived
+// program validates and spreads each streaming level over (about) every SM.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "amk/lowering.h"
+#include "amk/model_config.h"
+#include "amk/model_presets.h"
+#include "amk/validate.h"
+
+namespace {
+
+using namespace amk;
+
+const GpuTarget& h100() { return *find_target("h100"); }
+
+ModelConfig preset(const char* name) {
+  return parse_model_config(model_preset_config(name, "bfloat16"), name);
+}
+
+int64_t n_tile(const ScheduleConfig& c, const std::string& archetype, const std::string& key) {
+  for (const auto& [a, sizes] : c.tiling)
+    if (a == archetype)
+      for (const auto& [k, v] : sizes)
+        if (k == key) return v;
+  return -1;
+}
+
+// Llama-3.2-1B on 132 SMs, by hand: q/k/v 2048 + 2 x 512 rows -> ceil(3072 / 132) = 24;
+// gate/up 2 x 8192 -> ceil(16384 / 132) = 125; o/down 2048 -> 16; lm_head min(ceil(128256 / 132)
+// = 972, 1 MiB / 4 KiB rows = 256) = 256; argmax 972 (a multiple of 4); 512 keys -> 8 blocks of 64.
+TEST(DefaultScheduleConfig, Llama32_1bOnH100) {
+  const ScheduleConfig c = default_schedule_config(preset("llama-3.2-1b"), h100(), 512);
+  EXPECT_EQ(n_tile(c, "q_proj", "N_tile"), 24);
+  EXPECT_EQ(n_tile(c, "k_proj", "N_tile"), 24);
+  EXPECT_EQ(n_tile(c, "v_proj", "N_tile"), 24);
+  EXPECT_EQ(n_tile(c, "gate_proj", "N_tile"), 125);
+  EXPECT_EQ(n_tile(c, "up_proj", "N_tile"), 125);
+  EXPECT_EQ(n_tile(c, "o_proj", "N_tile"), 16);
+  EXPECT_EQ(n_tile(c, "down_proj", "N_tile"), 16);
+  EXPECT_EQ(n_tile(c, "lm_head", "N_tile"), 256);
+  EXPECT_EQ(n_tile(c, "sample_argmax", "N_tile"), 972);
+  EXPECT_EQ(n_tile(c, "attention", "kv_block"), 64);
+  EXPECT_EQ(n_tile(c, "attention", "kv_heads"), 1);
+  EXPECT_EQ(c.fusion_grouping.size(), 4u);
+  EXPECT_EQ(c.stream_bytes_in_flight, 32768);
+  // A long context doubles the block until the combine's 8 inputs cover it; a one-block
+  // context is not split.
+  EXPECT_EQ(n_tile(default_schedule_config(preset("llama-3.2-1b"), h100(), 4096), "attention",
+                   "kv_block"),
+            512);
+  EXPECT_EQ(n_tile(default_schedule_config(preset("llama-3.2-1b"), h100(), 64), "attention",
+                   "kv_block"),
+            -1);
+}
+
+// Every preset: the derived program validates, and each streaming level has between half the
+// SMs and the SMs plus one ragged tile per projection.
+TEST(DefaultScheduleConfig, EveryLevelUsesAboutEverySm) {
+  const int64_t sms = h100().num_sms;
+  for (const char* name : {"llama-3.2-1b", "qwen3-0.6b", "smollm2-135m", "llama-3.1-8b"}) {
+    SCOPED_TRACE(name);
+    const ModelConfig m = preset(name);
+    const Program p = lower(m, default_schedule_config(m, h100(), 512), h100(), 512);
+    EXPECT_TRUE(validate(p).ok);
+    std::map<std::string, int64_t> tiles;  // level of layer 0 -> tiles
+    for (const Task& t : p.tasks) {
+      if (!t.label.starts_with("L0.")) continue;
+      const std::string stage = t.label.substr(3, t.label.find('[') - 3);
+      const std::string level = stage == "q_proj" || stage == "k_proj" || stage == "v_proj" ? "qkv"
+                                : stage == "gate_proj" || stage == "up_proj"                ? "gate_up"
+                                                                                            : stage;
+      ++tiles[level];
+    }
+    for (const auto& [level, projections] :
+         std::map<std::string, int64_t>{{"qkv", 3}, {"gate_up", 2}, {"o_proj", 1}, {"down_proj", 1}}) {
+      SCOPED_TRACE(level);
+      EXPECT_GE(tiles[level], sms / 2);
+      EXPECT_LE(tiles[level], sms + projections);
+    }
+  }
+}
+
+}  // namespace
