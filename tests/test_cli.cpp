@@ -264,6 +264,7 @@ TEST(CliExec, BadNumbersAreUsageErrors) {
   for (const auto& [args, needle] :
        {std::pair<std::string, std::string>{"--seed -1", "--seed"},
         {"--seed 1.5", "--seed"},
+        {"--seed 18446744073709551616", "--seed"},
         {"--timeout nan", "--timeout"},
         {"--timeout -1", "--timeout"},
         {"--timeout inf", "--timeout"},

@@ -3,10 +3,12 @@
 // integer. A failed check is a usage error (exit 2) whose message names the option.
 #pragma once
 
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
+#include <system_error>
 
 #include <CLI/CLI.hpp>
 
@@ -33,8 +35,10 @@ inline CLI::Validator seed_number() {
       [](std::string& text) -> std::string {
         if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
           return "a seed is a non-negative integer, got '" + text + "'";
-        uint64_t v = 0;
-        if (!CLI::detail::lexical_cast(text, v)) return "'" + text + "' is out of range";
+        uint64_t v = 0;  // CLI11 itself saturates an overflow to 2^64 - 1
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (ec != std::errc() || end != text.data() + text.size())
+          return "a seed is below 2^64, got '" + text + "'";
         return {};
       },
       "UINT");
