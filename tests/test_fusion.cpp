@@ -136,6 +136,27 @@ TEST_P(FusedAttentionSplit, KeepsTheLogitsAcrossBlocks) {
     for (size_t j = 0; j < la.size(); ++j) ASSERT_TRUE(std::isfinite(lb[j])) << "position " << i;
     EXPECT_EQ(la, lb) << "position " << i;
   }
+  // Late positions through seek(): the same seeded cache on both sides. Against the unsplit,
+  // unfused program too (another summation order: a bound, not bit equality), and a
+  // different seed must change the logits (the seeded state is really read).
+  const Program whole = lower(ck.config(), with({}), h100(), kContext);
+  ReferenceDecoder c(ck, whole);
+  const int64_t token = e.sequence_ids[0];
+  for (int64_t position : {5, 9, 11}) {
+    a.seek(position, 42);
+    b.seek(position, 42);
+    c.seek(position, 42);
+    const std::vector<float> la = a.step(token), lb = b.step(token), lc = c.step(token);
+    EXPECT_EQ(la, lb) << "position " << position;
+    double diff = 0, scale = 0;
+    for (size_t j = 0; j < lc.size(); ++j) {
+      diff = std::max(diff, double(std::fabs(lb[j] - lc[j])));
+      scale = std::max(scale, double(std::fabs(lc[j])));
+    }
+    EXPECT_LE(diff / scale, 1e-5) << "position " << position;
+    b.seek(position, 43);
+    EXPECT_NE(b.step(token), lb) << "position " << position;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FusedAttentionSplit,

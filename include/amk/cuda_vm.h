@@ -140,6 +140,7 @@ class CudaDecoder final : public Decoder {
   std::vector<float> step(int64_t token) override;
   int64_t last_next_token() const override;
   void reset() override;
+  void seek(int64_t position, uint64_t seed) override;
   // Feeds the prompt one launch per token, then generates `n` tokens in launches of up to
   // `tokens_per_launch` steps with no host round trip inside a launch.
   std::vector<int64_t> generate(std::span<const int64_t> prompt, int64_t n) override;

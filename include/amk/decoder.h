@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "amk/checkpoint.h"
@@ -26,6 +27,14 @@ class DecodeError : public std::runtime_error {
 // cannot compute or a size that does not match. Every decoder binds CONST buffers with it.
 Tensor computed_const_value(const Buffer& buffer, const ModelConfig& config);
 
+// A decode state at `position` without decoding to it: every KV_CACHE buffer of `program` with
+// rows [0, position) set to values in [-1, 1) drawn from `seed` (a pure function of the seed,
+// the cache's name and the element, so every backend and every lowering of one model gets the
+// same values) and the rest zero.
+// How a correctness check reaches late positions, and several split-KV blocks, on a big model.
+std::vector<std::pair<int64_t, Tensor>> seeded_kv_state(const Program& program, int64_t position,
+                                                        uint64_t seed);
+
 // Throws DecodeError when `logits` (the step at `position`) hold a NaN or an infinity: a token
 // argmax'd from them would be garbage (NaN weights, or an overflow), so no decoder returns one.
 void check_finite_logits(std::span<const float> logits, int64_t position);
@@ -44,6 +53,8 @@ class Decoder {
   virtual int64_t last_next_token() const = 0;
   // Back to position 0 with an empty (zero) KV cache.
   virtual void reset() = 0;
+  // To `position` (< max_context) with seeded_kv_state(program, position, seed) as the cache.
+  virtual void seek(int64_t position, uint64_t seed) = 0;
   // Greedy: feeds `prompt` (one step per token), then generates `n` tokens, each fed back.
   // Throws DecodeError when a step's logits are not finite (check_finite_logits).
   virtual std::vector<int64_t> generate(std::span<const int64_t> prompt, int64_t n);
@@ -63,6 +74,7 @@ class ReferenceDecoder final : public Decoder {
   std::vector<float> step(int64_t token) override;
   int64_t last_next_token() const override;
   void reset() override;
+  void seek(int64_t position, uint64_t seed) override;
 
   const ReferenceVM& vm() const { return vm_; }
 

@@ -57,7 +57,11 @@ constexpr double kArgmaxMargin = 2e-2;
 struct BenchOptions {
   std::string model_dir, preset, preset_dir, gpu = "auto", config, weights, json_path;
   std::string results = "results.tsv", tag, peer_script, python = "python3";
-  int tokens = 256, warmup = 32, tokens_per_launch = 64, check_steps = 2;
+  int tokens = 256, warmup = 32, tokens_per_launch = 64, check_steps = 0;
+  // Positions whose step is compared with the CPU reference: 0 and 1 from an empty cache, then
+  // 65 and 300 after seek()ing both decoders to the same seeded cache, so the check crosses
+  // split-KV blocks (64 keys by default) without decoding hundreds of steps on the CPU.
+  std::vector<int64_t> check_positions{0, 1, 65, 300};
   int64_t context = 0;
   bool peer = false;
   bool profile = false;
@@ -199,7 +203,7 @@ StepCheck compare_logits(const std::vector<float>& ref, const std::vector<float>
   for (size_t i = 0; i < ref.size(); ++i) {
     max_ref = std::max(max_ref, std::abs(double(ref[i])));
     const double err = std::abs(double(gpu[i]) - double(ref[i]));
-    if (!std::isfinite(double(gpu[i]))) finite = false;
+    if (!std::isfinite(double(gpu[i])) || !std::isfinite(double(ref[i]))) finite = false;
     max_err = std::max(max_err, err);
   }
   c.relative_error = max_ref > 0 ? max_err / max_ref : max_err;
@@ -380,8 +384,17 @@ int run_bench(const BenchOptions& opt) {
   }
   if (opt.model_dir.empty() == opt.preset.empty())
     return fail_usage("name a checkpoint folder or --preset NAME (exactly one)");
-  if (opt.tokens < 1 || opt.warmup < 0 || opt.tokens_per_launch < 1 || opt.check_steps < 1)
-    return fail_usage("--tokens, --tokens-per-launch and --check-steps must be >= 1, --warmup >= 0");
+  if (opt.tokens < 1 || opt.warmup < 0 || opt.tokens_per_launch < 1 || opt.check_steps < 0)
+    return fail_usage("--tokens and --tokens-per-launch must be >= 1, --warmup and --check-steps >= 0");
+  std::vector<int64_t> positions = opt.check_positions;
+  if (opt.check_steps > 0) {  // the first N positions from an empty cache
+    positions.clear();
+    for (int64_t p = 0; p < opt.check_steps; ++p) positions.push_back(p);
+  }
+  std::sort(positions.begin(), positions.end());
+  positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
+  if (positions.empty() || positions.front() < 0)
+    return fail_usage("--check-positions needs at least one position, each >= 0");
   // Never write over an input (the checkpoint folder, the config, the preset folder).
   for (const auto& [flag, path] : {std::pair<const char*, const std::string&>{"--json", opt.json_path},
                                    {"--results", opt.results},
@@ -418,7 +431,7 @@ int run_bench(const BenchOptions& opt) {
   const int warm_launches = (opt.warmup + tpl - 1) / tpl;
   const int timed_launches = (opt.tokens + tpl - 1) / tpl;
   const int64_t steps_needed =
-      std::max<int64_t>(opt.check_steps, int64_t(warm_launches + timed_launches) * tpl);
+      std::max<int64_t>(positions.back() + 1, int64_t(warm_launches + timed_launches) * tpl);
   int64_t max_context = opt.context;
   if (max_context == 0) max_context = (steps_needed + 255) / 256 * 256;
   if (max_context < steps_needed)
@@ -535,10 +548,15 @@ int run_bench(const BenchOptions& opt) {
       const auto start = Clock::now();
       ReferenceDecoder reference(in->checkpoint, program);
       reference.step_timeout_s = 1800;  // llama-3.1-8b: ~2 minutes a step on 16 cores
-      const std::vector<int64_t> prompt = check_prompt(opt.check_steps, cuda.vocab_size());
-      for (int64_t token : prompt) {
+      const std::vector<int64_t> prompt = check_prompt(int(positions.size()), cuda.vocab_size());
+      for (size_t i = 0; i < positions.size(); ++i) {
+        const int64_t position = positions[i], token = prompt[i];
+        if (position != reference.position()) {  // the same seeded cache on both sides
+          reference.seek(position, uint64_t(position) + 1);
+          cuda.seek(position, uint64_t(position) + 1);
+        }
         StepCheck c = compare_logits(reference.step(token), cuda.step(token));
-        c.position = int64_t(checks.size());
+        c.position = position;
         c.token = token;
         checks.push_back(c);
         std::cout << fmt::format(
@@ -707,9 +725,14 @@ void add_bench_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_option("--context", opt->context,
                   "KV cache length of the program (default: the run's steps, rounded up to 256)");
-  cmd->add_option("--check-steps", opt->check_steps,
-                  "Decode steps compared against the CPU reference before timing")
+  cmd->add_option("--check-positions", opt->check_positions,
+                  "Positions whose step is compared with the CPU reference before timing; a "
+                  "position not reached by stepping is seek()ed to on both sides with the same "
+                  "seeded KV cache")
+      ->delimiter(',')
       ->capture_default_str();
+  cmd->add_option("--check-steps", opt->check_steps,
+                  "Instead: compare the first N steps from an empty cache");
   cmd->add_option("--json", opt->json_path, "Write the full report here");
   cmd->add_option("--results", opt->results, "results.tsv to append a row to")
       ->capture_default_str();

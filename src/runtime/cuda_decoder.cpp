@@ -73,6 +73,15 @@ CudaDecoder::CudaDecoder(const Checkpoint& checkpoint, Program program,
   reset();
 }
 
+void CudaDecoder::seek(int64_t position, uint64_t seed) {
+  if (position < 0 || position >= max_context_)
+    throw DecodeError(fmt::format("seek to position {}: outside [0, {})", position, max_context_));
+  for (const auto& [id, t] : seeded_kv_state(vm_->program(), position, seed))
+    vm_->set_buffer(id, t);
+  position_ = position;
+  last_token_ = -1;
+}
+
 void CudaDecoder::reset() {
   vm_->zero_kv_cache();
   position_ = 0;

@@ -63,6 +63,44 @@ ReferenceDecoder::ReferenceDecoder(const Checkpoint& checkpoint, Program program
   reset();
 }
 
+std::vector<std::pair<int64_t, Tensor>> seeded_kv_state(const Program& program, int64_t position,
+                                                        uint64_t seed) {
+  // splitmix64 of (seed, buffer, element): no generator state, so no order dependence.
+  const auto mix = [](uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  std::vector<std::pair<int64_t, Tensor>> state;
+  for (const Buffer& b : program.buffers) {
+    if (b.kind != BufferKind::KV_CACHE || b.shape.empty() || b.shape[0] < 1) continue;
+    if (position < 0 || position > b.shape[0])
+      throw DecodeError(fmt::format("seek to position {}: KV cache '{}' has {} rows", position,
+                                    b.name, b.shape[0]));
+    const int64_t row = b.numel() / b.shape[0];
+    std::vector<float> values(size_t(b.numel()), 0.0f);
+    // Keyed by the cache's name, not its id: programs of one model lowered differently (fused,
+    // split) name their caches alike, so one seed gives them the same state.
+    uint64_t name_hash = 0xcbf29ce484222325ull;  // FNV-1a
+    for (unsigned char ch : b.name) name_hash = (name_hash ^ ch) * 0x100000001b3ull;
+    const uint64_t base = mix(seed ^ mix(name_hash));
+    for (int64_t i = 0; i < position * row; ++i)
+      values[size_t(i)] = float(double(mix(base + uint64_t(i)) >> 11) * 0x1.0p-52 - 1.0);
+    state.emplace_back(b.id, Tensor::from_floats(b.dtype, b.shape, values));
+  }
+  return state;
+}
+
+void ReferenceDecoder::seek(int64_t position, uint64_t seed) {
+  if (position < 0 || position >= max_context_)
+    throw DecodeError(fmt::format("seek to position {}: outside [0, {})", position, max_context_));
+  for (auto& [id, t] : seeded_kv_state(vm_.program(), position, seed))
+    vm_.set_buffer(id, std::move(t));
+  position_ = position;
+  stepped_ = false;
+}
+
 void ReferenceDecoder::reset() {
   for (const Buffer& b : vm_.program().buffers)
     if (b.kind == BufferKind::KV_CACHE) vm_.set_buffer(b.id, Tensor::zeros(b.dtype, b.shape));
