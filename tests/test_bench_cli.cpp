@@ -35,6 +35,11 @@ TEST_F(BenchCli, NoGpuIsSaidBeforeAnythingElse) {
     const auto r = run_amk(args);
     EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
     EXPECT_NE(r.err.find("no usable GPU"), std::string::npos) << r.err;
+    // Says what is missing: not "CUDA driver version is insufficient" alone where there is no
+    // driver, and never a fault of the other inputs.
+    EXPECT_TRUE(r.err.find("no NVIDIA") != std::string::npos ||
+                r.err.find("built without CUDA") != std::string::npos)
+        << r.err;
   }
 }
 
