@@ -1,12 +1,14 @@
 // Race-freedom (IR_SPEC §3.2), checked exactly at every program size.
 //
-// RAW: every read of a transient buffer must happen after EVERY other task writing it (some
-// writer is not enough: a multi-writer buffer read after only part of its tiles is a race).
-// KV_CACHE: state from the previous step may be read freely unless this pass also appends to
-// it; then every non-writer reader must be ordered after the append. WAW: writers of one buffer
-// must either write pairwise disjoint regions (tiles, KV rows: write_regions.h), or be totally
-// ordered. Unordered writers of disjoint regions cannot race with each other; a read is still
-// checked against every writer.
+// The ordering rule. A read of a transient buffer (ACTIVATION, IO_OUTPUT) is valid iff some
+// writer of it happens before the read and every other writer is ordered with respect to the
+// read: before it or after it (so ping-pong reuse A -> B -> A and in-place accumulation chains
+// are valid, and a read with no writer ordered before it is an uninitialized read). A read of a
+// KV_CACHE needs no writer (prior-step state), but every writer of it in this pass must be
+// ordered before or after the read; a task that appends to the cache it reads is exempt (its
+// own append, or the fused attention's disjoint rows). WAW: writers of one buffer must either
+// write pairwise disjoint regions (tiles, KV rows: write_regions.h), or be totally ordered.
+// A task's own write comes after its read (ops read all inputs before writing).
 //
 // Writers are grouped by out_counter: "all writers with counter c happen before t" is a single
 // happens-before query (c, t), so a reader of 1,000 tiles under one counter costs one query.
@@ -55,6 +57,16 @@ struct Requirement {
   HappensBefore::Ticket ticket;
   bool fails_outright;           // no query can succeed (see where it is made)
   bool includes_reader = false;  // the range holds the reading task itself (its own counter)
+  bool after_impossible = false;  // the writers cannot be ordered after the reader either
+  bool before = false;            // after phase 1: the range happens before the reader
+  size_t after_begin = 0, after_end = 0;  // phase 2: its writers' after-checks
+};
+
+// Does the reader happen before writer `task`?
+struct AfterCheck {
+  int32_t task;
+  HappensBefore::Ticket ticket;
+  bool fails_outright;
 };
 
 struct ReadCheck {
@@ -62,6 +74,7 @@ struct ReadCheck {
   int32_t buffer;
   bool kv;
   size_t req_begin, req_end;  // into the requirement list
+  bool unchecked = false;     // too many after-checks: reported as skipped
 };
 
 struct WawCheck {
@@ -149,7 +162,7 @@ void check_races(const CheckInputs& in) {
       }
   }
 
-  // ---- RAW / KV: collect the happens-before queries ----
+  // ---- RAW / KV, phase 1: is each writer group ordered BEFORE its reader? ----
   hb.clear();
   std::vector<Requirement> reqs;
   std::vector<ReadCheck> reads;
@@ -169,11 +182,6 @@ void check_races(const CheckInputs& in) {
                       " that is never produced");
         continue;
       }
-      if (self_writes && n_writers == 1) {
-        in.diag.warn("task " + task_ref(p, t) + " reads buffer " + buffer_ref(p, b) +
-                     " in place with no external producer (reads its own uninitialized output?)");
-        continue;
-      }
       const auto runs = groups.runs.row(static_cast<size_t>(b));
       const WawCheck* waw = waw_of[static_cast<size_t>(b)] >= 0
                                 ? &waws[static_cast<size_t>(waw_of[static_cast<size_t>(b)])]
@@ -187,8 +195,9 @@ void check_races(const CheckInputs& in) {
       }
       ReadCheck rc{t, b, kv, reqs.size(), 0};
       if (waw && waw->chain) {
-        // A chain w1 -> ... -> wk: all writers before t are ordered before t iff the last of
-        // them is; a writer after t in topological order cannot be ordered before it.
+        // A chain w1 -> ... -> wk: the writers before t in topological order are all ordered
+        // before t iff the last of them is; those after t are all ordered after t iff the first
+        // of them is. A writer cannot be ordered against the topological order.
         const auto j = static_cast<int32_t>(
             std::lower_bound(waw->order_pos.begin(), waw->order_pos.end(), hb.position(t)) -
             waw->order_pos.begin());
@@ -196,10 +205,14 @@ void check_races(const CheckInputs& in) {
         if (j > 0) {
           const int32_t c =
               g.out_counter[static_cast<size_t>(waw->order[static_cast<size_t>(j - 1)])];
-          reqs.push_back({&waw->order, j - 1, j, c < 0 ? 0 : hb.ask(c, t), c < 0});
+          Requirement r{&waw->order, j - 1, j, c < 0 ? 0 : hb.ask(c, t), c < 0};
+          r.after_impossible = true;
+          reqs.push_back(r);
         }
         const int32_t after = j + (self_writes ? 1 : 0);
-        if (after < k) reqs.push_back({&waw->order, after, k, 0, true});
+        if (after < k) {
+          reqs.push_back({&waw->order, after, after + 1, 0, true});
+        }
       } else {
         const auto end_of_writers =
             static_cast<int32_t>(use.writers.offsets[static_cast<size_t>(b) + 1]);
@@ -209,7 +222,9 @@ void check_races(const CheckInputs& in) {
           if (self_writes && c == my_counter) {
             if (hi - lo == 1) continue;  // the run is t alone
             // Siblings on t's own counter: producers of one counter are never ordered.
-            reqs.push_back({&groups.by_counter, lo, hi, 0, true, true});
+            Requirement q{&groups.by_counter, lo, hi, 0, true, true};
+            q.after_impossible = true;
+            reqs.push_back(q);
           } else {
             // c < 0: writers whose out_counter is missing signal nothing, so precede nothing.
             reqs.push_back({&groups.by_counter, lo, hi, c < 0 ? 0 : hb.ask(c, t), c < 0});
@@ -221,7 +236,49 @@ void check_races(const CheckInputs& in) {
     }
   }
   hb.solve();
-  auto holds = [&](const Requirement& r) { return !r.fails_outright && hb.answer(r.ticket); };
+  for (Requirement& r : reqs) r.before = !r.fails_outright && hb.answer(r.ticket);
+
+  // ---- phase 2: a group not ordered before its reader must be ordered AFTER it ----
+  // t happens before w iff all producers of t's counter do (ordering is counter-granular).
+  // Writers sharing a wait set share an answer, so a tile run usually costs one query.
+  hb.clear();
+  std::vector<AfterCheck> afters;
+  int64_t after_budget = kUnorderedRunBudget;
+  for (ReadCheck& rc : reads) {
+    const int32_t my_counter = g.out_counter[static_cast<size_t>(rc.task)];
+    bool too_many = false;
+    for (size_t i = rc.req_begin; i < rc.req_end && !too_many; ++i) {
+      Requirement& r = reqs[i];
+      if (r.before) continue;
+      r.after_begin = afters.size();
+      int32_t last_rep = -1;
+      HappensBefore::Ticket last_ticket = 0;
+      for (int32_t k = r.begin; k < r.end; ++k) {
+        const int32_t w = (*r.tasks)[static_cast<size_t>(k)];
+        if (w == rc.task) continue;
+        AfterCheck a{w, 0, true};
+        if (!r.after_impossible && my_counter >= 0 && hb.position(w) > hb.position(rc.task)) {
+          const int32_t rep = hb.representative(w);
+          if (rep != last_rep) {
+            if (--after_budget < 0) {
+              too_many = true;
+              break;
+            }
+            last_rep = rep;
+            last_ticket = hb.ask(my_counter, w);
+          }
+          a = {w, last_ticket, false};
+        }
+        afters.push_back(a);
+      }
+      r.after_end = afters.size();
+    }
+    if (too_many) {
+      rc.unchecked = true;
+      ++unchecked[static_cast<size_t>(rc.buffer)];
+    }
+  }
+  hb.solve();
 
   // ---- report, RAW first (task order), then WAW (buffer order) ----
   // A message names a few unordered writers and counts the rest, so a 1,000-tile run costs
@@ -229,29 +286,44 @@ void check_races(const CheckInputs& in) {
   constexpr size_t kNamed = 7;
   std::vector<int32_t> missing;
   for (const ReadCheck& rc : reads) {
+    if (rc.unchecked) continue;
     missing.clear();
     size_t total = 0;
+    bool some_before = false;
     for (size_t i = rc.req_begin; i < rc.req_end; ++i) {
       const Requirement& r = reqs[i];
-      if (holds(r)) continue;
-      for (int32_t k = r.begin; k < r.end && missing.size() < kNamed; ++k)
-        if ((*r.tasks)[static_cast<size_t>(k)] != rc.task)
-          missing.push_back((*r.tasks)[static_cast<size_t>(k)]);
-      total += static_cast<size_t>(r.end - r.begin) - (r.includes_reader ? 1 : 0);
+      if (r.before) {
+        some_before = true;
+        continue;
+      }
+      for (size_t k = r.after_begin; k < r.after_end; ++k) {
+        const AfterCheck& a = afters[k];
+        if (!a.fails_outright && hb.answer(a.ticket)) continue;
+        if (missing.size() < kNamed) missing.push_back(a.task);
+        ++total;
+      }
     }
-    if (total == 0) continue;
-    std::sort(missing.begin(), missing.end());
-    in.diag.error("task " + task_ref(p, rc.task) + " reads " + (rc.kv ? "KV cache " : "buffer ") +
-                  buffer_ref(p, rc.buffer) + " but writer task(s) " + id_list(missing, total) +
-                  " are NOT ordered before it, " + (rc.kv ? "KV cache RACE" : "data RACE"));
+    if (total > 0) {
+      std::sort(missing.begin(), missing.end());
+      in.diag.error("task " + task_ref(p, rc.task) + " reads " +
+                    (rc.kv ? "KV cache " : "buffer ") + buffer_ref(p, rc.buffer) +
+                    " but writer task(s) " + id_list(missing, total) +
+                    " are NOT ordered before or after it, " +
+                    (rc.kv ? "KV cache RACE" : "data RACE"));
+    } else if (!some_before && !rc.kv) {
+      in.diag.error("task " + task_ref(p, rc.task) + " reads buffer " +
+                    buffer_ref(p, rc.buffer) +
+                    " but no writer of it is ordered before it (an uninitialized read), data RACE");
+    }
   }
   for (size_t b = 0; b < nb; ++b)
     if (unchecked[b] > 0)
       in.diag.error("data-race check skipped for " + std::to_string(unchecked[b]) +
                     " read(s) of buffer " + buffer_ref(p, static_cast<int32_t>(b)) + ": its " +
                     std::to_string(use.writers.row_size(b)) +
-                    " writers are neither disjoint tiles under one counter nor totally ordered "
-                    "(see the write-after-write error), too many to check one by one");
+                    " writers are too many to order one by one against each read (neither "
+                    "disjoint tiles under one counter nor totally ordered: see any "
+                    "write-after-write error)");
   for (const WawCheck& w : waws) {
     if (w.culprits.first < 0) continue;
     const std::string reason =
