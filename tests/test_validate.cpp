@@ -922,6 +922,46 @@ TEST(ValidateKvCache, PriorStepStateWithoutAppendIsFine) {
   EXPECT_TRUE(Clean(validate(kv_program(false).p)));
 }
 
+// Two KV_APPENDs of one row each (at pos0 and pos1, flags as given) under one counter, then an
+// attention that waits for both.
+Program two_appends(int64_t pos0, int64_t pos1, int64_t flags = 0, int64_t rows = 1) {
+  Program p;
+  const int64_t q = p.new_buffer("q", BufferKind::IO_INPUT, DType::F16, {1, 4});
+  const int64_t k0 = p.new_buffer("k0", BufferKind::IO_INPUT, DType::F16, {rows, 1, 4});
+  const int64_t k1 = p.new_buffer("k1", BufferKind::IO_INPUT, DType::F16, {1, 4});
+  const int64_t cache = p.new_buffer("kv", BufferKind::KV_CACHE, DType::F16, {8, 1, 4});
+  const int64_t out = p.new_buffer("out", BufferKind::IO_OUTPUT, DType::F16, {1, 4});
+  const int64_t c_app = p.new_counter(), c_attn = p.new_counter();
+  for (auto [k, pos] : {std::pair{k0, pos0}, std::pair{k1, pos1}}) {
+    Params ap;
+    ap.set_int("pos", pos);
+    if (flags) ap.set_int("flags", flags);
+    p.add_task(Op::KV_APPEND, {k, cache}, {cache}, c_app, {}, ap, "append" + std::to_string(pos));
+  }
+  Params at;
+  for (const char* key : {"kv_start", "n_heads", "n_kv_heads"}) at.set_int(key, 1);
+  at.set_int("kv_len", 2);
+  at.set_int("head_dim", 4);
+  at.set_real("scale", 0.5);
+  p.add_task(Op::ATTENTION_TILE, {q, cache, cache}, {out}, c_attn, {{c_app, 2}}, at, "attention");
+  return p;
+}
+
+TEST(ValidateKvCache, AppendsToDistinctRowsUnderOneCounterAreDisjoint) {
+  EXPECT_TRUE(Clean(validate(two_appends(0, 1))));
+  EXPECT_TRUE(Rejected(validate(two_appends(1, 1)),
+                       "writers 0 (append1) and 1 (append1) share a counter but their tiles "
+                       "OVERLAP"));
+  // Two rows from pos 0 ([0, 2)) overlap the append at row 1; from pos 2 they do not.
+  EXPECT_TRUE(Rejected(validate(two_appends(0, 1, 0, 2)), "OVERLAP"));
+  EXPECT_TRUE(Clean(validate(two_appends(2, 1, 0, 2))));
+}
+
+TEST(ValidateKvCache, RuntimePositionAppendsWriteTheWholeCache) {
+  // flags bit 0: the row is the step's position plus pos, unknown statically: they may collide.
+  EXPECT_TRUE(Rejected(validate(two_appends(0, 1, 1)), "OVERLAP"));
+}
+
 // ---- WAW
 // ------------------------------------------------------------------------------------------- `n`
 // GEMV tiles of width 8 at the given offsets, all under one counter, into y.

@@ -121,7 +121,7 @@ void check_races(const CheckInputs& in) {
     if (w.one_counter) {
       // Producers of one counter are never ordered among themselves; only disjointness helps.
       regions.clear();
-      for (int32_t t : ws) regions.push_back(write_region(p.tasks[static_cast<size_t>(t)]));
+      for (int32_t t : ws) regions.push_back(write_region(p, p.tasks[static_cast<size_t>(t)]));
       w.overlap = find_overlap(regions);
       if (w.overlap) {
         w.culprits = {std::min(ws[w.overlap->first], ws[w.overlap->second]),
@@ -131,7 +131,7 @@ void check_races(const CheckInputs& in) {
       // Writers under several counters whose regions are pairwise disjoint (say the fused
       // attention's KV rows, one counter per head group) never conflict with each other.
       regions.clear();
-      for (int32_t t : ws) regions.push_back(write_region(p.tasks[static_cast<size_t>(t)]));
+      for (int32_t t : ws) regions.push_back(write_region(p, p.tasks[static_cast<size_t>(t)]));
       if (!find_overlap(regions)) {
         w.disjoint = true;
         waw_of[bi] = static_cast<int32_t>(waws.size());

@@ -33,8 +33,32 @@ int64_t end_of(int64_t off, int64_t len) {
 
 }  // namespace
 
-WriteRegion write_region(const Task& task) {
+WriteRegion write_region(const Program& program, const Task& task) {
   WriteRegion r;
+  if (task.op == Op::KV_APPEND) {
+    // A static append writes the cache rows [pos, pos + n), n = numel(new) / the cache's row
+    // (shape[1:]); a runtime position (flags bit 0) is unknown here: the whole cache.
+    const auto pos = offset_param(task.params, "pos");
+    const ParamValue* flags = task.params.find("flags");
+    if (!pos || (flags && (flags->kind != ParamValue::Kind::Int || (flags->i & 1) != 0))) return r;
+    if (task.inputs.size() < 2) return r;
+    const int64_t in0 = task.inputs[0], in1 = task.inputs[1];
+    const auto nb = static_cast<int64_t>(program.buffers.size());
+    if (in0 < 0 || in0 >= nb || in1 < 0 || in1 >= nb) return r;
+    const Buffer& cache = program.buffers[static_cast<size_t>(in1)];
+    if (cache.shape.empty()) return r;
+    int64_t row = 1;
+    for (size_t i = 1; i < cache.shape.size(); ++i)
+      if (cache.shape[i] <= 0 || __builtin_mul_overflow(row, cache.shape[i], &row)) return r;
+    const int64_t numel = program.buffers[static_cast<size_t>(in0)].numel();
+    if (numel <= 0 || numel == kMax || numel % row != 0) return r;
+    r.whole = false;
+    r.row_lo = *pos;
+    r.row_hi = end_of(*pos, numel / row);
+    r.col_lo = kMin;
+    r.col_hi = kMax;
+    return r;
+  }
   // Every tile op writes columns [n_off, n_off + N_tile) of its output (the fused GEMV tiles
   // included), so sibling tiles of one buffer are checked for overlap rather than refused.
   if (task.op == Op::SAMPLE_ARGMAX) {

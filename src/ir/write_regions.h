@@ -6,7 +6,9 @@
 // ATTENTION_COMBINE writes the columns [n_off * head_dim, (n_off + N_tile) * head_dim) of its
 // one-row output; a partial SAMPLE_ARGMAX the row m_off of its pairs; ROPE_KV_ATTENTION_TILE
 // (of its KV caches) the rows of its window [kv_start, kv_start + kv_len) and the columns of its
-// KV heads [kv0 * head_dim, (kv0 + kvc) * head_dim). Any other op, or a
+// KV heads [kv0 * head_dim, (kv0 + kvc) * head_dim); KV_APPEND with a static position (flags
+// bit 0 clear) the cache rows [pos, pos + n), n the rows of its input (numel / the cache's row
+// size; with bit 0 the row is the step's, unknown here, so the whole cache). Any other op, or a
 // tile whose params are absent or malformed, writes the whole buffer and overlaps everything.
 #pragma once
 
@@ -25,7 +27,8 @@ struct WriteRegion {
   int64_t col_lo = 0, col_hi = 0;  // half-open
 };
 
-WriteRegion write_region(const Task& task);
+// `program` gives the buffers' shapes (KV_APPEND's row count); `task` is one of its tasks.
+WriteRegion write_region(const Program& program, const Task& task);
 
 // Two regions overlap iff their row ranges AND their column ranges intersect. Returns the
 // indices of one overlapping pair, or nullopt when all regions are pairwise disjoint.
