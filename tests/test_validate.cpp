@@ -241,8 +241,8 @@ TEST(ValidateParams, Int32FieldsMustBeIntegersInRange) {
     Tiny t = tiny();
     t.p.tasks[1].params.set("K", value);
     const auto r = validate(t.p);
-    if (ok)
-      EXPECT_TRUE(Accepted(r));
+    if (ok)  // (a K other than 16 is then rejected against the shapes, not as a type)
+      EXPECT_FALSE(contains_any(r.errors, "param 'K'=")) << r.report();
     else
       EXPECT_TRUE(Rejected(r, "param 'K'=")) << "must be an int32";
     if (!ok) EXPECT_TRUE(contains_any(r.errors, "must be an int32"));
@@ -897,8 +897,8 @@ KvProgram kv_program(bool append) {
     p.add_task(Op::KV_APPEND, {k_new, cache}, {cache}, k.c_append, {}, ap, "append");
   }
   Params at;
-  for (const char* key : {"head_dim", "kv_start", "kv_len", "n_heads", "n_kv_heads"})
-    at.set_int(key, 1);
+  for (const char* key : {"kv_start", "kv_len", "n_heads", "n_kv_heads"}) at.set_int(key, 1);
+  at.set_int("head_dim", 4);
   at.set_real("scale", 0.5);
   std::vector<Wait> waits;
   if (append) waits.push_back({k.c_append, 1});
@@ -961,6 +961,58 @@ TEST(ValidateKvCache, RuntimePositionAppendsWriteTheWholeCache) {
   // flags bit 0: the row is the step's position plus pos, unknown statically: they may collide.
   EXPECT_TRUE(Rejected(validate(two_appends(0, 1, 1)), "OVERLAP"));
 }
+
+// ---- params against buffer shapes (each rejected case beside its accepted twin) ----
+TEST(ValidateParamShapes, GemvTileMustStayInsideWeightAndOutput) {
+  EXPECT_TRUE(Clean(validate(tiny().p)));
+  Tiny t = tiny();
+  t.p.tasks[2].params = gemv_params(16, 16, 8);  // columns [8, 24) of a 16-row weight
+  const auto r = validate(t.p);
+  EXPECT_TRUE(Rejected(r, "task 2 (proj1) GEMV_TILE: param n_off 8 + N_tile 16 exceeds the weight "
+                          "rows N 16 of input 1 (weight) buffer #2 ('proj.w') shape [16,16]"));
+  EXPECT_TRUE(Rejected(r, "exceeds the columns of output 0 buffer #4 ('y') shape [1,16]"));
+}
+
+TEST(ValidateParamShapes, GemvKMustMatchXAndWeight) {
+  Tiny t = tiny();
+  t.p.tasks[1].params = gemv_params(8, 8, 0);
+  const auto r = validate(t.p);
+  EXPECT_TRUE(Rejected(r, "task 1 (proj0) GEMV_TILE: param K 8 is not the last dimension of input 0 "
+                          "(x) buffer #3 ('h') shape [1,16]"));
+  EXPECT_TRUE(Rejected(r, "param K 8 is not the columns of input 1 (weight) buffer #2 ('proj.w')"));
+}
+
+TEST(ValidateParamShapes, NormHiddenMustMatchX) {
+  Tiny t = tiny();
+  t.p.tasks[0].params = norm_params(8);
+  EXPECT_TRUE(Rejected(validate(t.p), "task 0 (norm) RMSNORM: param hidden 8 is not the last "
+                                      "dimension of input 0 (x) buffer #0 ('x') shape [1,16]"));
+}
+
+TEST(ValidateParamShapes, KvAppendMustStayInsideTheCache) {
+  EXPECT_TRUE(Clean(validate(two_appends(7, 6))));  // the cache has 8 rows
+  EXPECT_TRUE(Rejected(validate(two_appends(8, 6)),
+                       "task 0 (append8) KV_APPEND: param pos 8 + 1 new row(s) exceeds the rows of "
+                       "input 1 (cache) buffer #3 ('kv') shape [8,1,4]"));
+  EXPECT_TRUE(Rejected(validate(two_appends(7, 5, 0, 2)), "param pos 7 + 2 new row(s) exceeds"));
+  EXPECT_TRUE(Rejected(validate(two_appends(8, 6, 1)), "param pos 8 + 1 new row(s) exceeds"));
+}
+
+TEST(ValidateParamShapes, AttentionWindowAndHeadsMustMatchTheCache) {
+  EXPECT_TRUE(Clean(validate(kv_program(true).p)));
+  KvProgram k = kv_program(true);
+  k.p.tasks[1].params.set_int("kv_len", 8);  // [1, 9) of 8 rows
+  EXPECT_TRUE(Rejected(validate(k.p), "task 1 (attention) ATTENTION_TILE: params kv_start 1 + "
+                                      "kv_len 8 exceed the rows of input 1 (k cache) buffer #2"));
+  k = kv_program(true);
+  k.p.tasks[1].params.set_int("head_dim", 2);
+  EXPECT_TRUE(Rejected(validate(k.p), "param head_dim 2 disagrees with input 1 (k cache)"));
+  k = kv_program(true);
+  k.p.tasks[1].params.set_int("n_kv_heads", 2);
+  k.p.tasks[1].params.set_int("n_heads", 2);
+  EXPECT_TRUE(Rejected(validate(k.p), "param n_kv_heads 2 disagrees with input 2 (v cache)"));
+}
+
 
 // ---- WAW
 // ------------------------------------------------------------------------------------------- `n`

@@ -372,6 +372,7 @@ void run_validation(const Program& p, ValidationResult& r) {
 
   // ---- race-freedom and memory ----
   if (buffers_dense) {
+    detail::check_task_params(p, d);
     const BufferUse use = BufferUse::build(p);
     check_buffer_placement(p, use, d);
     if (p.pages) detail::check_page_table(p, d);

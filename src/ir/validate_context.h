@@ -59,6 +59,9 @@ struct CheckInputs {
 void check_races(const CheckInputs& in);
 // Page aliasing (IR_SPEC §3.3): live ranges of buffers sharing a page must be ordered.
 void check_page_aliasing(const CheckInputs& in);
+// Params against the shapes of the buffers they address (GEMV tiles, norms, KV_APPEND,
+// attention windows). Needs dense buffer ids.
+void check_task_params(const Program& p, Diagnostics& diag);
 // The page table itself: references, sizes, kinds. Needs no graph.
 void check_page_table(const Program& p, Diagnostics& diag);
 
