@@ -654,6 +654,44 @@ TEST(ValidateOrdering, ReaderBetweenTheTwoWritersOfAIsValidAfterTheLastRead) {
                                       "are NOT ordered before or after it"));
 }
 
+// Two GEMV tiles of A [1, 8] (columns 0-3 and 4-7) under two counters, and a reader. Tiles
+// under different counters are disjoint, so they do not race with each other; but a reader
+// ordered after the first tile only would read columns 4-7 before they are written.
+Program split_tiles(bool reader_waits_for_both) {
+  Program p;
+  const int64_t x = p.new_buffer("x", BufferKind::IO_INPUT, DType::F32, {1, 4});
+  const int64_t w = p.new_buffer("W", BufferKind::WEIGHT, DType::F32, {8, 4});
+  const int64_t a = p.new_buffer("A", BufferKind::ACTIVATION, DType::F32, {1, 8});
+  const int64_t y = p.new_buffer("y", BufferKind::IO_OUTPUT, DType::F32, {1, 8});
+  const int64_t c0 = p.new_counter(), c1 = p.new_counter(), c2 = p.new_counter();
+  Params lo, hi;
+  for (Params* t : {&lo, &hi}) {
+    t->set_int("K", 4);
+    t->set_int("N_tile", 4);
+  }
+  lo.set_int("n_off", 0);
+  hi.set_int("n_off", 4);
+  p.add_task(Op::GEMV_TILE, {x, w}, {a}, c0, {}, lo, "A[0:4]");
+  // The second tile waits for the reader when the reader does not wait for it: ordered after.
+  std::vector<Wait> late;
+  if (!reader_waits_for_both) late.push_back({c2, 1});
+  p.add_task(Op::GEMV_TILE, {x, w}, {a}, c1, late, hi, "A[4:8]");
+  std::vector<Wait> reader{{c0, 1}};
+  if (reader_waits_for_both) reader.push_back({c1, 1});
+  p.add_task(Op::COPY, {a}, {y}, c2, reader, {}, "A->y");
+  return p;
+}
+
+TEST(ValidateOrdering, TilesUnderTwoCountersAreValidWhenTheReaderFollowsBoth) {
+  EXPECT_TRUE(Clean(validate(split_tiles(true))));
+}
+
+TEST(ValidateOrdering, AReaderBeforeSomeTilesReadsUnwrittenColumns) {
+  EXPECT_TRUE(Rejected(validate(split_tiles(false)),
+                       "task 2 (A->y) reads buffer #2 ('A') but the writers ordered before it "
+                       "write only part of it"));
+}
+
 // COPY -> A, then n in-place ADD(A) -> A, each ordered after the previous, then A -> y.
 Program accumulation(int64_t n) {
   Program p;

@@ -8,11 +8,14 @@
 // ordered before or after the read; a task that appends to the cache it reads is exempt (its
 // own append, or the fused attention's disjoint rows). WAW: writers of one buffer must either
 // write pairwise disjoint regions (tiles, KV rows: write_regions.h), or be totally ordered.
-// A task's own write comes after its read (ops read all inputs before writing).
+// A task's own write comes after its read (ops read all inputs before writing). When the writers
+// ordered before a read are tiles (partial write regions), their regions must cover the whole
+// buffer: tiles written only after the read leave columns (rows) it reads unwritten.
 //
 // Writers are grouped by out_counter: "all writers with counter c happen before t" is a single
 // happens-before query (c, t), so a reader of 1,000 tiles under one counter costs one query.
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 #include "ir/validate_context.h"
@@ -93,6 +96,37 @@ struct WawCheck {
 // run; this caps those queries so a hostile program cannot make the check quadratic. Reads past
 // the cap are reported as unchecked (the program is rejected by its WAW error anyway).
 constexpr int64_t kUnorderedRunBudget = int64_t{1} << 22;
+
+// Do `regions` (writes to one buffer of `rows` x `cols` elements, in the write_region sense)
+// cover all of it? A whole write does; else tiles that each span every row must cover every
+// column, or tiles that each span every column must cover every row. Other shapes (2-D tiles)
+// count as not covering: the caller then requires every writer to precede the read.
+bool covers(std::vector<WriteRegion>& regions, int64_t rows, int64_t cols) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  for (const WriteRegion& r : regions)
+    if (r.whole) return true;
+  const auto spans = [](int64_t lo, int64_t hi, int64_t n) { return lo <= 0 && hi >= n; };
+  const auto sweep = [&](auto lo_of, auto hi_of, int64_t n) {
+    std::sort(regions.begin(), regions.end(),
+              [&](const WriteRegion& a, const WriteRegion& b) { return lo_of(a) < lo_of(b); });
+    int64_t reached = 0;
+    for (const WriteRegion& r : regions) {
+      if (lo_of(r) > reached) return false;
+      reached = std::max(reached, hi_of(r));
+    }
+    return reached >= n;
+  };
+  if (std::all_of(regions.begin(), regions.end(),
+                  [&](const WriteRegion& r) { return r.row_lo == kMin && r.row_hi == kMax; }))
+    return sweep([](const WriteRegion& r) { return r.col_lo; },
+                 [](const WriteRegion& r) { return r.col_hi; }, cols);
+  if (std::all_of(regions.begin(), regions.end(),
+                  [&](const WriteRegion& r) { return spans(r.col_lo, r.col_hi, cols); }))
+    return sweep([](const WriteRegion& r) { return r.row_lo; },
+                 [](const WriteRegion& r) { return r.row_hi; }, rows);
+  return false;
+}
 
 }  // namespace
 
@@ -314,6 +348,31 @@ void check_races(const CheckInputs& in) {
       in.diag.error("task " + task_ref(p, rc.task) + " reads buffer " +
                     buffer_ref(p, rc.buffer) +
                     " but no writer of it is ordered before it (an uninitialized read), data RACE");
+    } else if (!rc.kv) {
+      // Some writers precede the read and the rest follow it: the preceding ones must write
+      // all of the buffer, else the read sees parts only a later writer fills.
+      bool all_before = true;
+      regions.clear();
+      for (size_t i = rc.req_begin; i < rc.req_end; ++i) {
+        const Requirement& r = reqs[i];
+        if (!r.before) {
+          all_before = false;
+          continue;
+        }
+        // A chain's requirement names only the last writer before the read; the earlier links
+        // precede it, so their writes count too.
+        const int32_t first = r.tasks == &groups.by_counter ? r.begin : 0;
+        for (int32_t k = first; k < r.end; ++k)
+          regions.push_back(write_region(p, p.tasks[static_cast<size_t>((*r.tasks)[size_t(k)])]));
+      }
+      const Buffer& buf = p.buffers[static_cast<size_t>(rc.buffer)];
+      const int64_t cols = buf.shape.empty() ? buf.numel() : buf.shape.back();
+      const int64_t rows = cols > 0 ? buf.numel() / cols : 0;
+      if (!all_before && !covers(regions, rows, cols))
+        in.diag.error("task " + task_ref(p, rc.task) + " reads buffer " +
+                      buffer_ref(p, rc.buffer) +
+                      " but the writers ordered before it write only part of it (the rest is "
+                      "written after the read), data RACE");
     }
   }
   for (size_t b = 0; b < nb; ++b)
