@@ -351,19 +351,20 @@ void check_races(const CheckInputs& in) {
     } else if (!rc.kv) {
       // Some writers precede the read and the rest follow it: the preceding ones must write
       // all of the buffer, else the read sees parts only a later writer fills.
-      bool all_before = true;
+      bool all_before = true, whole_before = false;
+      for (size_t i = rc.req_begin; i < rc.req_end; ++i) all_before &= reqs[i].before;
       regions.clear();
-      for (size_t i = rc.req_begin; i < rc.req_end; ++i) {
+      for (size_t i = rc.req_begin; i < rc.req_end && !all_before && !whole_before; ++i) {
         const Requirement& r = reqs[i];
-        if (!r.before) {
-          all_before = false;
-          continue;
-        }
+        if (!r.before) continue;
         // A chain's requirement names only the last writer before the read; the earlier links
-        // precede it, so their writes count too.
+        // precede it, so their writes count too. Newest first, stopping at a whole write (an
+        // accumulator chain costs O(1) a read, not O(chain)).
         const int32_t first = r.tasks == &groups.by_counter ? r.begin : 0;
-        for (int32_t k = first; k < r.end; ++k)
+        for (int32_t k = r.end - 1; k >= first && !whole_before; --k) {
           regions.push_back(write_region(p, p.tasks[static_cast<size_t>((*r.tasks)[size_t(k)])]));
+          whole_before = regions.back().whole;
+        }
       }
       const Buffer& buf = p.buffers[static_cast<size_t>(rc.buffer)];
       const int64_t cols = buf.shape.empty() ? buf.numel() : buf.shape.back();
