@@ -1309,6 +1309,32 @@ TEST(ValidateMeta, GpuLabelMustMatchTheTarget) {
   EXPECT_TRUE(Clean(validate(t.p)));
 }
 
+TEST(ValidateMeta, ATargetNeedsAPositiveBandwidth) {
+  Tiny t = tiny();
+  t.p.target = *find_target("h100");
+  EXPECT_TRUE(Clean(validate(t.p)));
+  for (double bad : {0.0, -1.0, std::nan("")}) {
+    t.p.target->hbm_bandwidth_gbs = bad;
+    EXPECT_TRUE(Rejected(validate(t.p), "target 'h100': hbm_bandwidth_gbs must be > 0")) << bad;
+  }
+  t.p.target->hbm_bandwidth_gbs = 3350.0;
+  t.p.target->measured_bw_gbs = -5.0;
+  EXPECT_TRUE(Rejected(validate(t.p), "measured_bw_gbs must be >= 0"));
+}
+
+TEST(ValidateMeta, ByteTotalsThatOverflowAreAnError) {
+  Tiny t = tiny();
+  // Two weights of 2^61 F32 elements each: 2^63 bytes apiece, past int64.
+  const int64_t huge = int64_t(1) << 61;
+  t.p.new_buffer("w1", BufferKind::WEIGHT, DType::F32, {huge});
+  t.p.new_buffer("w2", BufferKind::WEIGHT, DType::F32, {huge});
+  EXPECT_TRUE(Rejected(validate(t.p), "the program's weight bytes overflow 64 bits"));
+  Tiny u = tiny();
+  u.p.tasks[0].est_bytes = std::numeric_limits<int64_t>::max();
+  u.p.tasks[1].est_bytes = 1;
+  EXPECT_TRUE(Rejected(validate(u.p), "est_bytes are negative or overflow 64 bits"));
+}
+
 // ---- robustness
 // ------------------------------------------------------------------------------------ One random
 // edit of a field validate() reads, including ones no builder would produce.

@@ -385,7 +385,28 @@ void run_validation(const Program& p, ValidationResult& r) {
     }
   }
 
+  // Byte totals (the floor, the roofline) are sums over every weight and task: one that does not
+  // fit 64 bits is an error, never a saturated number that prints as a plausible floor.
+  {
+    int64_t weights = 0, est = 0;
+    bool overflow = false;
+    for (const Buffer& b : p.buffers)
+      if (b.kind == BufferKind::WEIGHT)
+        overflow |= b.nbytes() == std::numeric_limits<int64_t>::max() ||
+                    __builtin_add_overflow(weights, b.nbytes(), &weights);
+    if (overflow) d.error("the program's weight bytes overflow 64 bits");
+    overflow = false;
+    for (const Task& t : p.tasks)
+      overflow |= t.est_bytes < 0 || __builtin_add_overflow(est, t.est_bytes, &est);
+    if (overflow) d.error("the tasks' est_bytes are negative or overflow 64 bits in total");
+  }
+
   if (p.target) {
+    // A bandwidth divides every floor: zero, negative or NaN makes the target meaningless.
+    if (!(p.target->hbm_bandwidth_gbs > 0.0))
+      d.error("target '" + p.target->name + "': hbm_bandwidth_gbs must be > 0");
+    if (!(p.target->measured_bw_gbs >= 0.0))
+      d.error("target '" + p.target->name + "': measured_bw_gbs must be >= 0 (0: not measured)");
     // meta values are free-form JSON text; one that cannot be read is simply not a label.
     std::optional<std::string> gpu;
     try {
