@@ -27,7 +27,8 @@ struct ValidationResult {
   std::vector<std::string> warnings;
   ValidationStats stats;
   // "[VALID] ..." or "[REJECTED] ...", then one line per error ("ERROR: ...") and warning
-  // ("warning: ...").
+  // ("warning: ..."), at most kReportLines of each and a line counting the rest.
+  static constexpr size_t kReportLines = 50;
   std::string report() const;
   explicit operator bool() const { return ok; }
 };

@@ -464,14 +464,23 @@ std::string ValidationResult::report() const {
                 static_cast<long long>(stats.buffers), static_cast<long long>(stats.counters),
                 static_cast<long long>(stats.edges), stats.acyclic ? "true" : "false",
                 stats.weight_mb, stats.sm_assigned ? "true" : "false");
-  size_t size = std::char_traits<char>::length(head);
-  for (const auto& e : errors) size += e.size() + 10;
-  for (const auto& w : warnings) size += w.size() + 12;
+  // A program with 100k racing reads has 100k errors: the text lists the first kReportLines of
+  // each kind and counts the rest (`amk validate --json` and `errors` keep every one).
+  const size_t n_err = std::min(errors.size(), kReportLines);
+  const size_t n_warn = std::min(warnings.size(), kReportLines);
+  size_t size = std::char_traits<char>::length(head) + 128;
+  for (size_t i = 0; i < n_err; ++i) size += errors[i].size() + 10;
+  for (size_t i = 0; i < n_warn; ++i) size += warnings[i].size() + 12;
   std::string out;
   out.reserve(size);
   out += head;
-  for (const auto& e : errors) (out += "\n  ERROR: ") += e;
-  for (const auto& w : warnings) (out += "\n  warning: ") += w;
+  for (size_t i = 0; i < n_err; ++i) (out += "\n  ERROR: ") += errors[i];
+  if (errors.size() > n_err)
+    out += "\n  ... and " + std::to_string(errors.size() - n_err) + " more errors (" +
+           std::to_string(errors.size()) + " in all; --json lists every one)";
+  for (size_t i = 0; i < n_warn; ++i) (out += "\n  warning: ") += warnings[i];
+  if (warnings.size() > n_warn)
+    out += "\n  ... and " + std::to_string(warnings.size() - n_warn) + " more warnings";
   return out;
 }
 
