@@ -28,6 +28,7 @@
 
 #include "amk/cuda_vm.h"
 #include "amk/decoder.h"
+#include "amk/hash.h"
 #include "amk/json.h"
 #include "amk/lowering.h"
 #include "amk/model_config.h"
@@ -308,9 +309,7 @@ double median(std::vector<double> v) {
 
 // FNV-1a of the ScheduleConfig's canonical JSON: the schedule_or_kernel_id of the row.
 std::string config_id(const ScheduleConfig& config) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : config_to_json(config)) h = (h ^ c) * 0x100000001b3ull;
-  return fmt::format("sched-{:016x}", h);
+  return fmt::format("sched-{:016x}", fnv1a64(config_to_json(config)));
 }
 
 constexpr const char* kResultsHeader =

@@ -6,16 +6,11 @@
 
 #include <fmt/format.h>
 
+#include "amk/hash.h"
+
 namespace amk::cli {
 
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 // Uniform in [0, 1), a pure function of its arguments.
 double unit(uint64_t seed, int64_t buffer, int64_t index) {

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "amk/hash.h"
 #include "amk/model_presets.h"
 #include "amk/safetensors_writer.h"
 #include "amk/tensor.h"
@@ -58,12 +59,7 @@ class NormalStream {
   }
 
  private:
-  uint64_t draw(uint64_t n) const {
-    uint64_t z = seed_ + (n + 1) * 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+  uint64_t draw(uint64_t n) const { return splitmix64(seed_ + n * kSplitmixGamma); }
   uint64_t seed_;
 };
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "amk/decoder.h"
+#include "amk/hash.h"
 #include "amk/lowering.h"
 #include "amk/rope.h"
 #include "amk/tensor.h"
@@ -65,13 +66,7 @@ ReferenceDecoder::ReferenceDecoder(const Checkpoint& checkpoint, Program program
 
 std::vector<std::pair<int64_t, Tensor>> seeded_kv_state(const Program& program, int64_t position,
                                                         uint64_t seed) {
-  // splitmix64 of (seed, buffer, element): no generator state, so no order dependence.
-  const auto mix = [](uint64_t z) {
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  };
+  // splitmix64 of (seed, cache, element): no generator state, so no order dependence.
   std::vector<std::pair<int64_t, Tensor>> state;
   for (const Buffer& b : program.buffers) {
     if (b.kind != BufferKind::KV_CACHE || b.shape.empty() || b.shape[0] < 1) continue;
@@ -82,11 +77,9 @@ std::vector<std::pair<int64_t, Tensor>> seeded_kv_state(const Program& program, 
     std::vector<float> values(size_t(b.numel()), 0.0f);
     // Keyed by the cache's name, not its id: programs of one model lowered differently (fused,
     // split) name their caches alike, so one seed gives them the same state.
-    uint64_t name_hash = 0xcbf29ce484222325ull;  // FNV-1a
-    for (unsigned char ch : b.name) name_hash = (name_hash ^ ch) * 0x100000001b3ull;
-    const uint64_t base = mix(seed ^ mix(name_hash));
+    const uint64_t base = splitmix64(seed ^ splitmix64(fnv1a64(b.name)));
     for (int64_t i = 0; i < position * row; ++i)
-      values[size_t(i)] = float(double(mix(base + uint64_t(i)) >> 11) * 0x1.0p-52 - 1.0);
+      values[size_t(i)] = float(double(splitmix64(base + uint64_t(i)) >> 11) * 0x1.0p-52 - 1.0);
     state.emplace_back(b.id, Tensor::from_floats(b.dtype, b.shape, values));
   }
   return state;
