@@ -292,8 +292,7 @@ int64_t task_scratch_bytes(const Task& t, const IdMaps& ids, int consumer_thread
       // The fused op's prologue comes first (ops/attention.cuh): its q heads, the cos / sin
       // table (head_dim doubles) and its KV heads' new row, each rounded to 16 bytes.
       if (t.op != Op::ROPE_KV_ATTENTION_TILE) return attention;
-      const auto round4 = [](int64_t n) { return (n + 3) / 4 * 4; };
-      return attention + 4 * (round4(heads * head_dim) + 2 * head_dim + round4(kv * head_dim));
+      return attention + 4 * int64_t(rope_kv_prologue_floats(int(heads), int(kv), int(head_dim)));
     }
     default:
       return kSmallOpScratch;

@@ -63,5 +63,11 @@ __device__ __forceinline__ float rms_inv(const float* x, int hidden, float eps, 
   s = block_sum(s, red, tid, n_threads);
   return rsqrtf(s / float(hidden) + eps);
 }
+// The same for a row one warp holds (lanes stride it): per-head norms, a warp a head.
+__device__ __forceinline__ float warp_rms_inv(const float* x, int hidden, float eps, int lane) {
+  float s = 0.0f;
+  for (int j = lane; j < hidden; j += 32) s += x[j] * x[j];
+  return rsqrtf(warp_sum(s) / float(hidden) + eps);
+}
 
 }  // namespace amk::cuda

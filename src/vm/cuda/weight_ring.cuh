@@ -199,15 +199,21 @@ __device__ __forceinline__ bool producer_wait_progress(const amk_program_t& prog
   return true;
 }
 
-// Waits until the consumers have released the stage (empty phase done). False on abort.
-__device__ __forceinline__ bool producer_wait_empty(const amk_program_t& prog,
-                                                    const WeightRing& ring, RingCursor cur) {
-  // Parity phase^1: on a fresh barrier the "previous" phase counts as complete, so the first
-  // n_stages fills go straight through.
-  while (!mbar_try_wait(ring.empty_bar(cur.stage), cur.phase ^ 1u)) {
+// Waits until mbarrier `bar`'s phase of parity `parity` has completed. False on abort.
+__device__ __forceinline__ bool producer_wait_phase(const amk_program_t& prog, uint32_t bar,
+                                                    uint32_t parity) {
+  while (!mbar_try_wait(bar, parity)) {
     if (abort_requested(prog)) return false;
   }
   return true;
+}
+
+// Waits until the consumers have released the stage (empty phase done). False on abort.
+// Parity phase^1: on a fresh barrier the "previous" phase counts as complete, so the first
+// n_stages fills go straight through.
+__device__ __forceinline__ bool producer_wait_empty(const amk_program_t& prog,
+                                                    const WeightRing& ring, RingCursor cur) {
+  return producer_wait_phase(prog, ring.empty_bar(cur.stage), cur.phase ^ 1u);
 }
 
 // Waits until the copy into `landed`'s stage has completed (its full phase is done): the
@@ -215,10 +221,7 @@ __device__ __forceinline__ bool producer_wait_empty(const amk_program_t& prog,
 // have moved on. False on abort.
 __device__ __forceinline__ bool producer_wait_landed(const amk_program_t& prog,
                                                      const WeightRing& ring, RingCursor landed) {
-  while (!mbar_try_wait(ring.full_bar(landed.stage), landed.phase)) {
-    if (abort_requested(prog)) return false;
-  }
-  return true;
+  return producer_wait_phase(prog, ring.full_bar(landed.stage), landed.phase);
 }
 
 // Streams every ring-eligible GEMV tile of this CTA's queue, n_steps times, in the consumers'

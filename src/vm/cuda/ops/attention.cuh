@@ -44,6 +44,7 @@
 
 #include "vm/cuda/ops/elementwise.cuh"
 #include "vm/cuda/ops/rope.cuh"
+#include "vm/cuda/ops/scratch.h"
 
 namespace amk::cuda {
 
@@ -697,19 +698,14 @@ __device__ inline void op_attention_tile(const OpContext& c) {
 // op_rope_kv_attention_tile, then the attention above with q read from op scratch.
 //   [q_s: the task's query heads, count * head_dim floats][cos | sin: head_dim doubles]
 //   [k_s: its KV heads' new row, kvc * head_dim floats][the attention's own scratch]
-// Each row (head) is normed by one warp (flags bit 3, the reference RMSNORM's formula as
-// rms_inv computes it), each rotate-half pair by one thread (ROPE's float32 angle, cos/sin in
-// double as op_rope); the task whose window holds the step's position writes its KV heads' row
+// Each row (head) is normed by one warp (flags bit 3, warp_rms_inv: RMSNORM's formula), each
+// rotate-half pair by one thread (rope_angles / rope_rotate, as op_rope); the task whose window holds the step's position writes its KV heads' row
 // of both caches, which its own attention then reads back (ordered by the barrier).
-// Extra op_fail codes: 6 inputs that do not match the flags / a bad norm weight or table,
-// 7 op scratch too small for the prologue.
+// Extra op_fail codes: 6 inputs that do not match the flags / a bad norm weight or table (a
+// non-finite inv_freq entry included, as ROPE_FREQ refuses it), 7 op scratch too small for the
+// prologue.
 inline constexpr int32_t kAttnHeadNorm = AMK_ATTN_FLAG_HEAD_NORM;
 inline constexpr int32_t kAttnRopeTable = AMK_ATTN_FLAG_ROPE_TABLE;
-
-__device__ __forceinline__ int64_t rope_kv_prologue_floats(int count, int kvc, int head_dim) {
-  const auto round4 = [](int64_t n) { return (n + 3) / 4 * 4; };
-  return round4(int64_t(count) * head_dim) + 2 * int64_t(head_dim) + round4(int64_t(kvc) * head_dim);
-}
 
 __device__ inline void op_rope_kv_attention_tile(const OpContext& c) {
   const amk_params_t& p = c.inst->params;
@@ -756,11 +752,7 @@ __device__ inline void op_rope_kv_attention_tile(const OpContext& c) {
   for (int e = c.tid; e < count * D; e += c.n_threads) q_s[e] = load_f(q, int64_t(first) * D + e);
   if (append)
     for (int e = c.tid; e < kvc * D; e += c.n_threads) k_s[e] = load_f(k, int64_t(kv0) * D + e);
-  for (int i = c.tid; i < half; i += c.n_threads) {
-    const float f = table ? load_f(*inv_freq, i) : default_rope_inv_freq(p.theta, i, half);
-    const double angle = double(__fmul_rn(float(pos), f));
-    sincos(angle, &sin_t[i], &cos_t[i]);
-  }
+  if (!rope_angles(c, float(pos), inv_freq, p.theta, half, cos_t, sin_t)) op_fail(c, code + 6);
   consumer_sync(c.n_threads);
   // 2. Per-head RMSNORM (Qwen3's q_norm / k_norm): one warp a row.
   if (norm) {
@@ -768,9 +760,7 @@ __device__ inline void op_rope_kv_attention_tile(const OpContext& c) {
     for (int r = warp; r < rows; r += n_warps) {
       float* x = r < count ? q_s + int64_t(r) * D : k_s + int64_t(r - count) * D;
       const amk_buffer_t& w = r < count ? *q_norm : *k_norm;
-      float s = 0.0f;
-      for (int d = lane; d < D; d += 32) s += x[d] * x[d];
-      const float inv = rsqrtf(warp_sum(s) / float(D) + p.eps);
+      const float inv = warp_rms_inv(x, D, p.eps, lane);
       for (int d = lane; d < D; d += 32) x[d] = x[d] * inv * load_f(w, d);
     }
     consumer_sync(c.n_threads);
@@ -779,9 +769,9 @@ __device__ inline void op_rope_kv_attention_tile(const OpContext& c) {
   for (int e = c.tid; e < rows * half; e += c.n_threads) {
     const int r = e / half, i = e - r * half;
     float* x = r < count ? q_s + int64_t(r) * D : k_s + int64_t(r - count) * D;
-    const double x0 = x[i], x1 = x[i + half];
-    x[i] = float(x0 * cos_t[i] - x1 * sin_t[i]);
-    x[i + half] = float(x1 * cos_t[i] + x0 * sin_t[i]);
+    const float2 rot = rope_rotate(x[i], x[i + half], cos_t[i], sin_t[i]);
+    x[i] = rot.x;
+    x[i + half] = rot.y;
   }
   if (append) {
     consumer_sync(c.n_threads);  // k_s rotated

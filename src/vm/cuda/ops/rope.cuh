@@ -32,6 +32,26 @@ __device__ __forceinline__ float default_rope_inv_freq(float theta, int i, int h
   return __fdiv_rn(1.0f, power);
 }
 
+// cos/sin of the angles pos * inv_freq[i], i < half, into op scratch (each thread its share;
+// the caller barriers before reading them). inv_freq is `table` (ROPE_FREQ) or ROPE's default of
+// `theta`. False on a thread that read a non-finite table entry.
+__device__ __forceinline__ bool rope_angles(const OpContext& c, float pos,
+                                            const amk_buffer_t* table, float theta, int half,
+                                            double* cos_t, double* sin_t) {
+  bool finite = true;
+  for (int i = c.tid; i < half; i += c.n_threads) {
+    const float inv_freq = table ? load_f(*table, i) : default_rope_inv_freq(theta, i, half);
+    finite &= isfinite(inv_freq);
+    sincos(double(__fmul_rn(pos, inv_freq)), &sin_t[i], &cos_t[i]);
+  }
+  return finite;
+}
+
+// The rotate-half pair (a, b) = (x[i], x[i + half]) by angle i: in double, rounded once.
+__device__ __forceinline__ float2 rope_rotate(double a, double b, double cos_i, double sin_i) {
+  return make_float2(float(a * cos_i - b * sin_i), float(b * cos_i + a * sin_i));
+}
+
 __device__ inline void op_rope(const OpContext& c) {
   const amk_params_t& p = c.inst->params;
   const int op = c.inst->op;
@@ -68,24 +88,16 @@ __device__ inline void op_rope(const OpContext& c) {
     const float pos = float(load_i32(positions, s));
     // Every thread evaluates the same finiteness test on the entries it owns; a bad entry makes
     // the thread that saw it fail the op, and the barrier below still runs for all.
-    bool bad_table = false;
-    for (int i = c.tid; i < half; i += c.n_threads) {
-      const float inv_freq =
-          table_given ? load_f(*table, i) : default_rope_inv_freq(p.theta, i, half);
-      bad_table |= !isfinite(inv_freq);
-      const double angle = double(__fmul_rn(pos, inv_freq));
-      sincos(angle, &sin_t[i], &cos_t[i]);
-    }
-    if (bad_table) op_fail(c, code + 5);
+    if (!rope_angles(c, pos, table, p.theta, half, cos_t, sin_t)) op_fail(c, code + 5);
     consumer_sync(c.n_threads);
     const int64_t row = s * heads * head_dim;
     for (int64_t k = c.tid; k < heads * half; k += c.n_threads) {
       const int64_t h = k / half;
       const int i = int(k - h * half);
       const int64_t lo = row + h * head_dim + i;
-      const double a = load_f(x, lo), b = load_f(x, lo + half);
-      store_f(out, lo, float(a * cos_t[i] - b * sin_t[i]));
-      store_f(out, lo + half, float(b * cos_t[i] + a * sin_t[i]));
+      const float2 r = rope_rotate(load_f(x, lo), load_f(x, lo + half), cos_t[i], sin_t[i]);
+      store_f(out, lo, r.x);
+      store_f(out, lo + half, r.y);
     }
     consumer_sync(c.n_threads);  // the next row overwrites the table
   }

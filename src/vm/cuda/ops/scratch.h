@@ -30,6 +30,13 @@ constexpr int round_up16(int bytes) { return (bytes + 15) / 16 * 16; }
 // ROPE / ROPE_FREQ: a cos and a sin (double) per rotated pair.
 constexpr int rope_scratch_bytes(int head_dim) { return head_dim * 8; }
 
+// ROPE_KV_ATTENTION_TILE's prologue, in floats, before ATTENTION_TILE's scratch: the task's
+// query heads, a cos and a sin (double) per rotated pair, its KV heads' new row; each part a
+// multiple of 4 floats so the next stays 16-byte aligned.
+constexpr int rope_kv_prologue_floats(int q_heads, int kv_heads, int head_dim) {
+  return (q_heads * head_dim + 3) / 4 * 4 + 2 * head_dim + (kv_heads * head_dim + 3) / 4 * 4;
+}
+
 // ATTENTION_TILE's optional scratch. For head_dim % 4 == 0 (16-byte rows) the decode fast path
 // keeps acc [n_heads][head_dim], m, l and a rescale per head, and the scores of one key chunk
 // ([chunk][n_heads rounded up to odd]); it takes chunks of up to 64 keys, fewer when the scratch
