@@ -118,6 +118,14 @@ TEST(OpRmsnormGemvTile, NormalisesEachRowThenProjects) {
     }
 }
 
+// The naive SILU_MUL prologue: element (r, k) of silu(gate) * up, in double.
+auto silu_times(const Tensor& gate, const Tensor& up) {
+  return [&gate, &up](int64_t r, int64_t k) {
+    const double g = at(gate, r * kK + k);
+    return g * (1.0 / (1.0 + std::exp(-g))) * at(up, r * kK + k);
+  };
+}
+
 TEST(OpSiluMulGemvTile, ActivatesThenProjects) {
   std::mt19937 rng(21);
   for (DType dt : {DType::F32, DType::BF16})
@@ -125,10 +133,7 @@ TEST(OpSiluMulGemvTile, ActivatesThenProjects) {
       const Tensor gate = rnd(dt, {kRows, kK}, rng), up = rnd(dt, {kRows, kK}, rng);
       const Tensor W = rnd(dt, {kN, kK}, rng), b = rnd(dt, {kN}, rng);
       const Naive want = naive_gemv(
-          [&](int64_t r, int64_t k) {
-            const double g = at(gate, r * kK + k);
-            return g * (1.0 / (1.0 + std::exp(-g))) * at(up, r * kK + k);
-          },
+          silu_times(gate, up),
           W, with_bias ? &b : nullptr, nullptr);
       std::vector<const Tensor*> in{&gate, &up, &W};
       if (with_bias) in.push_back(&b);
@@ -158,10 +163,7 @@ TEST(OpSiluMulGemvAddTile, ActivatesProjectsThenAddsTheResidualTile) {
       const Tensor W = rnd(dt, {kN, kK}, rng), b = rnd(dt, {kN}, rng);
       const Tensor res = rnd(dt, {kRows, kN}, rng);
       const Naive want = naive_gemv(
-          [&](int64_t r, int64_t k) {
-            const double g = at(gate, r * kK + k);
-            return g * (1.0 / (1.0 + std::exp(-g))) * at(up, r * kK + k);
-          },
+          silu_times(gate, up),
           W, with_bias ? &b : nullptr, &res);
       std::vector<const Tensor*> in{&gate, &up, &W, &res};
       if (with_bias) in.push_back(&b);

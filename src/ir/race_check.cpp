@@ -15,7 +15,6 @@
 // Writers are grouped by out_counter: "all writers with counter c happen before t" is a single
 // happens-before query (c, t), so a reader of 1,000 tiles under one counter costs one query.
 #include <algorithm>
-#include <limits>
 #include <optional>
 
 #include "ir/validate_context.h"
@@ -102,8 +101,6 @@ constexpr int64_t kUnorderedRunBudget = int64_t{1} << 22;
 // column, or tiles that each span every column must cover every row. Other shapes (2-D tiles)
 // count as not covering: the caller then requires every writer to precede the read.
 bool covers(std::vector<WriteRegion>& regions, int64_t rows, int64_t cols) {
-  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
-  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   for (const WriteRegion& r : regions)
     if (r.whole) return true;
   const auto spans = [](int64_t lo, int64_t hi, int64_t n) { return lo <= 0 && hi >= n; };
@@ -118,7 +115,7 @@ bool covers(std::vector<WriteRegion>& regions, int64_t rows, int64_t cols) {
     return reached >= n;
   };
   if (std::all_of(regions.begin(), regions.end(),
-                  [&](const WriteRegion& r) { return r.row_lo == kMin && r.row_hi == kMax; }))
+                  [&](const WriteRegion& r) { return r.row_lo == kRegionMin && r.row_hi == kRegionMax; }))
     return sweep([](const WriteRegion& r) { return r.col_lo; },
                  [](const WriteRegion& r) { return r.col_hi; }, cols);
   if (std::all_of(regions.begin(), regions.end(),

@@ -10,8 +10,8 @@ namespace amk::detail {
 
 namespace {
 
-constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
-constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+constexpr int64_t kMin = kRegionMin;
+constexpr int64_t kMax = kRegionMax;
 
 // A non-negative integer param, or nullopt (absent, real, non-numeric or negative).
 std::optional<int64_t> offset_param(const Params& p, std::string_view key) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -20,6 +21,10 @@
 #include "amk/ir.h"
 
 namespace amk::detail {
+
+// The bounds of "every row" / "every column" in a region.
+inline constexpr int64_t kRegionMin = std::numeric_limits<int64_t>::min();
+inline constexpr int64_t kRegionMax = std::numeric_limits<int64_t>::max();
 
 struct WriteRegion {
   bool whole = true;
