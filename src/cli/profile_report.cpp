@@ -5,18 +5,20 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
-#include <regex>
 #include <vector>
 
+#include "amk/step_trace.h"
 #include "cli/table.h"
 
 namespace amk::cli {
 
 namespace {
 
+// One row per stage across layers ("L*.q_proj"), by the trace's label parser: the regex this
+// replaced expected "layers.N." labels and so never grouped the lowering's "LN." ones.
 std::string group_of(const std::string& label) {
-  static const std::regex layer(R"(layers\.\d+\.)"), tile(R"(\[t\d+\]$)");
-  return std::regex_replace(std::regex_replace(label, layer, "layers.*."), tile, "");
+  const eval::LabelParts parts = eval::parse_label(label);
+  return parts.layer ? "L*." + parts.stage : parts.stage;
 }
 
 struct Group {
