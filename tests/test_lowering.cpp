@@ -285,6 +285,9 @@ TEST(Lowering, BadKnobsAreNamedNeverIgnored) {
   EXPECT_NE(err([](ScheduleConfig& c) { c.stream_bytes_in_flight = -1; })
                 .find("stream_bytes_in_flight"),
             std::string::npos);
+  EXPECT_NE(err([](ScheduleConfig& c) { c.stream_prefetch_bytes_in_flight = (1 << 24) + 1; })
+                .find("stream_prefetch_bytes_in_flight"),
+            std::string::npos);
   EXPECT_NE(lowering_error(m, {}, 0).find("max_context"), std::string::npos);
 }
 

@@ -316,6 +316,23 @@ TEST(Marshal, StreamKnobsSetTheStageSizeAndTheCopiesInFlight) {
   p.config->stream_bytes_in_flight = 1 << 24;  // more than the ring: the ring is the bound
   const MarshalledProgram all = cuda::marshal(p, h100_limits());
   EXPECT_EQ(all.layout.inflight_chunks, all.layout.ring_stages);
+  EXPECT_EQ(all.layout.prefetch_chunks, all.layout.inflight_chunks);  // 0: the demand bound
+}
+
+// stream_prefetch_bytes_in_flight: the producer's bound while it runs ahead of the consumers.
+TEST(Marshal, PrefetchKnobSetsItsOwnBound) {
+  Program p = tiny_llama();
+  p.config->stream_bytes_in_flight = 98304;
+  p.config->stream_prefetch_bytes_in_flight = 32768;
+  const MarshalledProgram m = cuda::marshal(p, h100_limits());
+  EXPECT_EQ(m.layout.chunk_bytes, 32768);
+  EXPECT_EQ(m.layout.inflight_chunks, 3);
+  EXPECT_EQ(m.layout.prefetch_chunks, 1);
+  p.config->stream_prefetch_bytes_in_flight = 1000;  // less than a stage: one copy
+  EXPECT_EQ(cuda::marshal(p, h100_limits()).layout.prefetch_chunks, 1);
+  p.config->stream_prefetch_bytes_in_flight = 1 << 24;  // the ring is the bound
+  const MarshalledProgram all = cuda::marshal(p, h100_limits());
+  EXPECT_EQ(all.layout.prefetch_chunks, all.layout.ring_stages);
 }
 
 TEST(Marshal, AWeightRowWiderThanAChunkWidensTheChunk) {

@@ -18,7 +18,7 @@
 
 namespace amk {
 
-inline constexpr std::string_view kIrVersion = "0.3.0";
+inline constexpr std::string_view kIrVersion = "0.4.0";
 inline constexpr std::string_view kAbiVersion = "0.5";
 
 inline constexpr int kMaxInputs = 8;
@@ -218,6 +218,11 @@ struct ScheduleConfig {
   // queues every L2 round trip on the dependency chain behind weight traffic.
   int64_t stream_chunk_bytes = 0;
   int64_t stream_bytes_in_flight = 0;
+  // The bound while the copies run ahead of the consumers, i.e. for a GEMV tile they have not
+  // started (prefetch across a counter wait); 0: stream_bytes_in_flight. Tighter than the demand
+  // bound, it leaves the memory system's queues short while other SMs finish the level the
+  // waiting ones depend on, and lets streaming tiles keep more in flight.
+  int64_t stream_prefetch_bytes_in_flight = 0;
   bool operator==(const ScheduleConfig&) const = default;
 };
 

@@ -701,6 +701,8 @@ void write_config(Writer& w, const ScheduleConfig& c) {
   if (c.stream_chunk_bytes != 0) w.key("stream_chunk_bytes"), w.integer(c.stream_chunk_bytes);
   if (c.stream_bytes_in_flight != 0)
     w.key("stream_bytes_in_flight"), w.integer(c.stream_bytes_in_flight);
+  if (c.stream_prefetch_bytes_in_flight != 0)
+    w.key("stream_prefetch_bytes_in_flight"), w.integer(c.stream_prefetch_bytes_in_flight);
   w.end('}');
 }
 
@@ -1163,6 +1165,8 @@ ScheduleConfig decode_config(const Value& v, const Path& path, Warnings& warning
   c.smem_bytes_per_block = opt_int(f, path, "smem_bytes_per_block", c.smem_bytes_per_block);
   c.stream_chunk_bytes = opt_int(f, path, "stream_chunk_bytes", c.stream_chunk_bytes);
   c.stream_bytes_in_flight = opt_int(f, path, "stream_bytes_in_flight", c.stream_bytes_in_flight);
+  c.stream_prefetch_bytes_in_flight =
+      opt_int(f, path, "stream_prefetch_bytes_in_flight", c.stream_prefetch_bytes_in_flight);
   f.finish();
   return c;
 }

@@ -37,6 +37,10 @@ void check_launch_config(const ScheduleConfig& c, const GpuTarget& target) {
     throw LoweringError(fmt::format("stream_bytes_in_flight {} must be 0 (the whole ring) or in "
                                     "[1, 16777216]",
                                     c.stream_bytes_in_flight));
+  if (c.stream_prefetch_bytes_in_flight < 0 || c.stream_prefetch_bytes_in_flight > (int64_t(1) << 24))
+    throw LoweringError(fmt::format("stream_prefetch_bytes_in_flight {} must be 0 (as "
+                                    "stream_bytes_in_flight) or in [1, 16777216]",
+                                    c.stream_prefetch_bytes_in_flight));
   if (c.page_allocation != "graph_color" && c.page_allocation != "linear" &&
       c.page_allocation != "none")
     throw LoweringError(fmt::format("page_allocation '{}' is unknown (graph_color, linear or none)",

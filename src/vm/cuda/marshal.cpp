@@ -355,9 +355,13 @@ MegakernelLayout plan_layout(const Program& program, const IdMaps& ids,
                                    configured_budget, kStaticSmemReserve, scratch, chunk));
   // At least one copy in flight (a stage wider than the bound still streams, one at a time).
   const int64_t in_flight = program.config ? program.config->stream_bytes_in_flight : 0;
-  layout.inflight_chunks =
-      in_flight > 0 ? int(std::clamp<int64_t>(in_flight / chunk, 1, layout.ring_stages))
-                    : layout.ring_stages;
+  auto chunks_for = [&](int64_t bytes) {
+    return bytes > 0 ? int(std::clamp<int64_t>(bytes / chunk, 1, layout.ring_stages))
+                     : layout.ring_stages;
+  };
+  layout.inflight_chunks = chunks_for(in_flight);
+  const int64_t prefetch = program.config ? program.config->stream_prefetch_bytes_in_flight : 0;
+  layout.prefetch_chunks = prefetch > 0 ? chunks_for(prefetch) : layout.inflight_chunks;
   return layout;
 }
 

@@ -46,8 +46,8 @@ __device__ __forceinline__ void dispatch(const OpContext& c) {
     case AMK_OP_SILU_MUL_GEMV_TILE:
     case AMK_OP_GEMV_ADD_TILE:
     case AMK_OP_SILU_MUL_GEMV_ADD_TILE: op_gemv(c); break;
-    case AMK_OP_ATTENTION_TILE: op_attention_tile(c); break;
-    case AMK_OP_ROPE_KV_ATTENTION_TILE: op_rope_kv_attention_tile(c); break;
+    case AMK_OP_ATTENTION_TILE:
+    case AMK_OP_ROPE_KV_ATTENTION_TILE: op_attention_tiles(c); break;
     case AMK_OP_ROPE:
     case AMK_OP_ROPE_FREQ: op_rope(c); break;
     case AMK_OP_SILU_MUL: op_silu_mul(c); break;
@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(kMaxConsumers + kProducerThreads, 1)
 
   if (threadIdx.x == 0)
     ring_init(*ring, stages, barriers, layout.ring_stages, layout.chunk_bytes,
-              layout.inflight_chunks, n_consumers / 32);
+              layout.inflight_chunks, layout.prefetch_chunks, n_consumers / 32);
   __syncthreads();  // the only CTA-wide barrier: from here on consumers use named barrier 1
   if (int(blockIdx.x) >= prog.n_sms) return;
 

@@ -23,6 +23,9 @@ struct MegakernelLayout {
   // (ScheduleConfig.stream_bytes_in_flight / chunk_bytes). The ring may hold more landed
   // stages than this: the bound is on requests queued in the memory system, not on capacity.
   int inflight_chunks = 4;
+  // The same bound while the producer runs ahead of the consumers (a GEMV tile they have not
+  // started): ScheduleConfig.stream_prefetch_bytes_in_flight / chunk_bytes, 1..ring_stages.
+  int prefetch_chunks = 4;
 };
 
 // Total dynamic shared memory the layout needs: scratch + ring + 2 mbarriers per stage + 64 bytes

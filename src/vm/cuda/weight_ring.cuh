@@ -76,6 +76,7 @@ struct WeightRing {
   int n_stages;                // 0: no ring (every tile is read from global memory)
   int chunk_bytes;             // bytes per stage, a multiple of 16
   int inflight_chunks;         // copies the producer keeps issued-but-not-landed, <= n_stages
+  int prefetch_chunks;         //   the same while it runs ahead of the consumers
   int consumer_warps;          // arrivals that free a stage
   int consumer_progress;  // GEMV-family tasks the consumers have started (atomics only)
   int consumer_stage;          // the consumers' cursor, carried from one GEMV task to the next
@@ -111,13 +112,14 @@ struct RingCursor {
 // Thread 0 of the CTA, before the kernel's one __syncthreads.
 __device__ __forceinline__ void ring_init(WeightRing& r, uint8_t* stages, uint64_t* barriers,
                                           int n_stages, int chunk_bytes, int inflight_chunks,
-                                          int consumer_warps) {
+                                          int prefetch_chunks, int consumer_warps) {
   r.stage_base = stages;
   r.stage_base_smem = smem_addr(stages);
   r.barriers_smem = smem_addr(barriers);
   r.n_stages = n_stages;
   r.chunk_bytes = chunk_bytes;
   r.inflight_chunks = inflight_chunks < 1 ? 1 : (inflight_chunks > n_stages ? n_stages : inflight_chunks);
+  r.prefetch_chunks = prefetch_chunks < 1 ? 1 : (prefetch_chunks > n_stages ? n_stages : prefetch_chunks);
   r.consumer_warps = consumer_warps;
   r.consumer_progress = 0;
   r.x_op = -1;
@@ -252,10 +254,14 @@ __device__ __forceinline__ void ring_producer(const amk_program_t& prog, WeightR
         const int n_rows = min(t.rows_per_chunk, t.rows - row);
         const uint32_t bytes = uint32_t(n_rows) * t.row_bytes;
         if (!producer_wait_empty(prog, ring, cur)) goto drain;
-        // Bytes in flight: at most inflight_chunks copies outstanding, so HBM stays busy while
-        // the consumers' L2 round trips (counters, activations) do not queue behind a deep
-        // backlog of weight requests (docs/CUDA_VM.md).
-        while (issued - seen_landed >= ring.inflight_chunks) {
+        // Bytes in flight: at most inflight_chunks copies outstanding while the consumers are
+        // in this tile (demand), prefetch_chunks while they have not started it (the copies run
+        // ahead across a wait), so HBM stays busy while the L2 round trips on the dependency
+        // chain (counters, activations) do not queue behind a deep backlog of weight requests
+        // (docs/CUDA_VM.md). Re-read each time: the consumers may start the tile meanwhile.
+        while (issued - seen_landed >=
+               (atomicAdd(&ring.consumer_progress, 0) > task ? ring.inflight_chunks
+                                                              : ring.prefetch_chunks)) {
           if (!producer_wait_landed(prog, ring, landed)) goto drain;
           landed.advance(ring.n_stages);
           ++seen_landed;

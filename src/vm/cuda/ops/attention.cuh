@@ -685,13 +685,15 @@ __device__ inline void attention_run(const OpContext& c, const AttentionShape& a
     attention_tile_impl<1, 8, 1>(c, a);  // one float per lane per 32 dims: any head_dim <= 256
 }
 
-__device__ inline void op_attention_tile(const OpContext& c) {
-  AttentionShape a;
+// ATTENTION_TILE's operands into `a`; false (after op_fail) when they do not fit.
+__device__ inline bool attention_tile_operands(const OpContext& c, AttentionShape& a) {
   int first = 0;
   if (const int err = attention_setup(c, a, &first, in_buf(c, 0), in_buf(c, 1), in_buf(c, 2),
-                                      kAttnCausal | kAttnPartial | kAttnRuntimeWindow))
-    return op_fail(c, AMK_OP_ATTENTION_TILE * 16 + err);
-  attention_run(c, a);
+                                      kAttnCausal | kAttnPartial | kAttnRuntimeWindow)) {
+    op_fail(c, AMK_OP_ATTENTION_TILE * 16 + err);
+    return false;
+  }
+  return true;
 }
 
 // ROPE_KV_ATTENTION_TILE (24): the prologue of src/vm/reference/ops/attention.cpp's
@@ -707,7 +709,9 @@ __device__ inline void op_attention_tile(const OpContext& c) {
 inline constexpr int32_t kAttnHeadNorm = AMK_ATTN_FLAG_HEAD_NORM;
 inline constexpr int32_t kAttnRopeTable = AMK_ATTN_FLAG_ROPE_TABLE;
 
-__device__ inline void op_rope_kv_attention_tile(const OpContext& c) {
+// The prologue (steps 1-4): fills `a` with q in op scratch and `ac` with the scratch after the
+// prologue's; false (after op_fail) when the operands do not fit.
+__device__ inline bool rope_kv_prologue(const OpContext& c, AttentionShape& a, OpContext& ac) {
   const amk_params_t& p = c.inst->params;
   constexpr int code = AMK_OP_ROPE_KV_ATTENTION_TILE * 16;
   const amk_buffer_t& q = in_buf(c, 0);
@@ -717,35 +721,48 @@ __device__ inline void op_rope_kv_attention_tile(const OpContext& c) {
   const amk_buffer_t& vc = out_buf(c, 2);
   const bool norm = (p.flags & kAttnHeadNorm) != 0, table = (p.flags & kAttnRopeTable) != 0;
   if (c.inst->n_inputs != 5 + (norm ? 2 : 0) + (table ? 1 : 0) || c.inst->n_outputs != 3 ||
-      (p.flags & kAttnRuntimeWindow) == 0)
-    return op_fail(c, code + 6);
-  AttentionShape a;
+      (p.flags & kAttnRuntimeWindow) == 0) {
+    op_fail(c, code + 6);
+    return false;
+  }
   int first = 0;
   if (const int err = attention_setup(c, a, &first, q, kc, vc,
                                       kAttnCausal | kAttnPartial | kAttnRuntimeWindow |
-                                          kAttnHeadNorm | kAttnRopeTable))
-    return op_fail(c, code + err);
+                                          kAttnHeadNorm | kAttnRopeTable)) {
+    op_fail(c, code + err);
+    return false;
+  }
   const int D = a.head_dim, half = D / 2, count = a.n_heads, kvc = a.n_kv_heads;
   const int rep = p.n_heads / p.n_kv_heads, kv0 = first / rep;
   if (D % 2 != 0 || k.numel != int64_t(p.n_kv_heads) * D || v.numel != k.numel ||
       !is_f32_or_bf16(k.dtype) || !is_f32_or_bf16(v.dtype) || !is_f32_or_bf16(q.dtype) ||
-      (!table && !(p.theta > 0.0f)))
-    return op_fail(c, code + 4);
+      (!table && !(p.theta > 0.0f))) {
+    op_fail(c, code + 4);
+    return false;
+  }
   const amk_buffer_t* q_norm = norm ? &in_buf(c, 5) : nullptr;
   const amk_buffer_t* k_norm = norm ? &in_buf(c, 6) : nullptr;
   const amk_buffer_t* inv_freq = table ? &in_buf(c, c.inst->n_inputs - 1) : nullptr;
   if ((norm && (q_norm->numel != D || k_norm->numel != D || !(p.eps >= 0.0f))) ||
-      (table && inv_freq->numel != half))
-    return op_fail(c, code + 6);
+      (table && inv_freq->numel != half)) {
+    op_fail(c, code + 6);
+    return false;
+  }
   const int64_t pro = rope_kv_prologue_floats(count, kvc, D);
-  if (int64_t(c.scratch_bytes) < 4 * pro) return op_fail(c, code + 7);
+  if (int64_t(c.scratch_bytes) < 4 * pro) {
+    op_fail(c, code + 7);
+    return false;
+  }
   float* q_s = c.scratch;
   double* cos_t = reinterpret_cast<double*>(c.scratch + (int64_t(count) * D + 3) / 4 * 4);
   double* sin_t = cos_t + half;
   float* k_s = reinterpret_cast<float*>(sin_t + half);
   const int64_t pos = c.pos;
   const bool append = pos >= p.kv_start && pos < int64_t(p.kv_start) + p.kv_len;
-  if (append && pos >= kc.shape[0]) return op_fail(c, code + 4);
+  if (append && pos >= kc.shape[0]) {
+    op_fail(c, code + 4);
+    return false;
+  }
   const int rows = count + (append ? kvc : 0);  // q heads, then (appending) the KV heads
 
   // 1. The rows and the angles: every load issued before any is used.
@@ -783,12 +800,23 @@ __device__ inline void op_rope_kv_attention_tile(const OpContext& c) {
     __threadfence_block();  // the attention below reads these rows back
   }
   consumer_sync(c.n_threads);
-  // 5. The attention, q from op scratch, its own scratch after the prologue's.
-  OpContext ac = c;
+  // The attention reads q from op scratch and gets the scratch after the prologue's.
   ac.scratch = c.scratch + pro;
   ac.scratch_bytes = c.scratch_bytes - int(4 * pro);
   a.q = q_s;
-  attention_run(ac, a);
+  return true;
+}
+
+// ATTENTION_TILE and ROPE_KV_ATTENTION_TILE: their operands (or ROPE_KV's prologue), then ONE
+// inlined attention_run for both. The megakernel's code comes back through an L2 that the weight
+// stream keeps busy on every task switch, so a second inlined copy of the attention (~60 KB of
+// SASS) costs instruction fetches, not just binary size.
+__device__ inline void op_attention_tiles(const OpContext& c) {
+  AttentionShape a;
+  OpContext ac = c;
+  const bool ok = c.inst->op == AMK_OP_ROPE_KV_ATTENTION_TILE ? rope_kv_prologue(c, a, ac)
+                                                              : attention_tile_operands(c, a);
+  if (ok) attention_run(ac, a);
 }
 
 __device__ inline void op_attention_combine(const OpContext& c) {
