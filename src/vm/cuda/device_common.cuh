@@ -30,6 +30,7 @@ struct OpContext {
   WeightRing* ring;   // GEMV family: where the producer warp delivers this task's weights
   int32_t queue_index;  // this instruction's index in the CTA's queue (the ring's sequence)
   uint32_t epoch;       // the step (prog.epoch + s): what op-scratch caches are keyed by
+  int* op_failed;       // shared: set by op_fail, voted on at the task's end barrier
 };
 
 // Barrier over the consumer threads only (named barrier 1; barrier 0 is __syncthreads).
@@ -74,9 +75,12 @@ __device__ __forceinline__ int32_t load_i32(const amk_buffer_t& b, int64_t i) {
 // An op found its operands inconsistent (a loader bug, since validate() and the loader check
 // shapes): record the first error and abort the whole launch instead of computing garbage.
 // The host reports it as OP_ERROR with the instruction index.
+// The CTA learns it through the shared flag at the task's end barrier (no global read on every
+// task's path); the other CTAs through the global flag, which their spins poll.
 __device__ __forceinline__ void op_fail(const OpContext& c, int code) {
   // The abort flag doubles as the error channel: 1 = watchdog, 0x100 + code = op error.
   atomicCAS(const_cast<uint32_t*>(c.prog->abort_flag), 0u, 0x100u + uint32_t(code));
+  *reinterpret_cast<volatile int*>(c.op_failed) = 1;
 }
 
 }  // namespace amk::cuda

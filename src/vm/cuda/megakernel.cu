@@ -110,7 +110,8 @@ __device__ __forceinline__ void cp_async_wait_all() {
 
 __device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_task_record_t* s_rec,
                                               float* scratch, int scratch_bytes, WeightRing* ring,
-                                              int n_threads, int queue_begin, int queue_end) {
+                                              int* op_failed, int n_threads, int queue_begin,
+                                              int queue_end) {
   const int tid = int(threadIdx.x);
   int gemv_started = 0;  // GEMV-family tasks whose waits passed: the producer's pacing signal
   SeenCounter seen;      // thread 0's last satisfied wait (sync.cuh)
@@ -163,13 +164,16 @@ __device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_tas
                                   inst.op == AMK_OP_ATTENTION_TILE ||
                                   inst.op == AMK_OP_ROPE_KV_ATTENTION_TILE;
       const OpContext c{&prog, &inst, rec->desc, scratch, scratch_bytes, tid, n_threads,
-                        reads_position ? read_position(prog) : -1, ring, q - queue_begin, epoch};
+                        reads_position ? read_position(prog) : -1, ring, q - queue_begin, epoch,
+                        op_failed};
       if (stamp) stamp[1] = global_ns();
       dispatch(c);
       // Any other op may have used the op scratch: the GEMV x cache no longer holds.
       if (tid == 0 && !gemv) ring->x_op = -1;
-      // The barrier that ends the instruction doubles as the abort vote (watchdog, op error).
-      if (consumer_any(tid == 0 && abort_requested(prog), n_threads)) {
+      // The barrier that ends the instruction doubles as the vote on an op error in this CTA
+      // (each thread reads the shared flag; the failing one sees its own write). No global read
+      // here: a watchdog abort or another CTA's error reaches this CTA through its spins.
+      if (consumer_any(*reinterpret_cast<volatile int*>(op_failed) != 0, n_threads)) {
         cp_async_wait_all();
         return;
       }
@@ -193,9 +197,12 @@ __global__ void __launch_bounds__(kMaxConsumers + kProducerThreads, 1)
       reinterpret_cast<uint64_t*>(stages + int64_t(layout.ring_stages) * layout.chunk_bytes);
   WeightRing* ring = reinterpret_cast<WeightRing*>(barriers + 2 * layout.ring_stages);
 
-  if (threadIdx.x == 0)
+  __shared__ int s_op_failed;
+  if (threadIdx.x == 0) {
     ring_init(*ring, stages, barriers, layout.ring_stages, layout.chunk_bytes,
               layout.inflight_chunks, layout.prefetch_chunks, n_consumers / 32);
+    s_op_failed = 0;
+  }
   __syncthreads();  // the only CTA-wide barrier: from here on consumers use named barrier 1
   if (int(blockIdx.x) >= prog.n_sms) return;
 
@@ -206,8 +213,8 @@ __global__ void __launch_bounds__(kMaxConsumers + kProducerThreads, 1)
     return;
   }
   __shared__ __align__(16) amk_task_record_t s_rec[2];
-  run_consumers(prog, s_rec, scratch, layout.scratch_bytes, ring, n_consumers, queue_begin,
-                queue_end);
+  run_consumers(prog, s_rec, scratch, layout.scratch_bytes, ring, &s_op_failed, n_consumers,
+                queue_begin, queue_end);
 }
 
 namespace {

@@ -29,6 +29,20 @@ __device__ __forceinline__ bool abort_requested(const amk_program_t& prog) {
   return *prog.abort_flag != 0u;  // volatile: never cached in a register or L1
 }
 
+// The abort flag is a global word: reading it is an L2 round trip (0.5-1.5 us while the weight
+// stream keeps the memory system busy), and a spin that read it on every round added that trip
+// to the moment it noticed its own condition: the producer's reaction to a landed copy, a
+// consumer's to a full stage, a counter wait's to its signal. A spin therefore reads it only
+// every kAbortPollRounds rounds; a watchdog abort is seen within microseconds either way.
+struct AbortPoll {
+  static constexpr unsigned kAbortPollRounds = 64;
+  unsigned rounds = 0;
+  // True when the launch is aborting; reads the flag on one round in kAbortPollRounds.
+  __device__ __forceinline__ bool aborting(const amk_program_t& prog) {
+    return ++rounds % kAbortPollRounds == 0 && abort_requested(prog);
+  }
+};
+
 // A consumer barrier that is also a vote: true on every consumer thread iff `pred` was true on
 // any of them (bar.red.or on named barrier 1, the same barrier consumer_sync uses).
 __device__ __forceinline__ bool consumer_any(bool pred, int n_threads) {
@@ -50,16 +64,18 @@ __device__ __forceinline__ uint32_t wait_target(const amk_program_t& prog, int c
   return epoch * prog.counter_step_increment[counter] + uint32_t(threshold);
 }
 
-// Thread 0's spin on one counter: exponential back-off 32 ns .. 256 ns, abort polled each round.
-// The cap is the latency added to a wait that is satisfied mid-sleep, on every hop of the
-// layer's dependency chain; 132 pollers at one L2 read per 256 ns are negligible traffic.
+// Thread 0's spin on one counter: exponential back-off 32 ns .. 256 ns, the abort flag polled
+// every AbortPoll::kAbortPollRounds rounds (so a round is one L2 read, not two in series). The
+// cap is the latency added to a wait that is satisfied mid-sleep, on every hop of the layer's
+// dependency chain; 132 pollers at one L2 read per 256 ns are negligible traffic.
 // False when the launch is being aborted.
 __device__ __forceinline__ bool spin_until_reached(const amk_program_t& prog, int counter,
                                                    uint32_t target) {
   const uint32_t* addr = prog.counters + counter;
   unsigned sleep_ns = 32;
+  AbortPoll poll;
   while (load_acquire_gpu(addr) < target) {
-    if (abort_requested(prog)) return false;
+    if (poll.aborting(prog)) return false;
     __nanosleep(sleep_ns);
     if (sleep_ns < 256) sleep_ns <<= 1;
   }

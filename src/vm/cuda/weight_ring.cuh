@@ -192,9 +192,10 @@ __device__ __forceinline__ RingTile ring_tile(const amk_instruction_t& inst, con
 __device__ __forceinline__ bool producer_wait_progress(const amk_program_t& prog,
                                                        const WeightRing& ring, int64_t needed) {
   unsigned sleep_ns = 32;
+  AbortPoll poll;
   // An atomic read (not a volatile one): a flag between warps that racecheck can see.
   while (int64_t(atomicAdd(const_cast<int*>(&ring.consumer_progress), 0)) < needed) {
-    if (abort_requested(prog)) return false;
+    if (poll.aborting(prog)) return false;
     __nanosleep(sleep_ns);
     if (sleep_ns < 512) sleep_ns <<= 1;
   }
@@ -204,8 +205,9 @@ __device__ __forceinline__ bool producer_wait_progress(const amk_program_t& prog
 // Waits until mbarrier `bar`'s phase of parity `parity` has completed. False on abort.
 __device__ __forceinline__ bool producer_wait_phase(const amk_program_t& prog, uint32_t bar,
                                                     uint32_t parity) {
+  AbortPoll poll;
   while (!mbar_try_wait(bar, parity)) {
-    if (abort_requested(prog)) return false;
+    if (poll.aborting(prog)) return false;
   }
   return true;
 }
@@ -296,11 +298,12 @@ drain:
 __device__ __forceinline__ bool ring_wait_full(const amk_program_t& prog, const WeightRing& ring,
                                                RingCursor cur) {
   const uint32_t bar = ring.full_bar(cur.stage);
+  AbortPoll poll;  // every lane counts the same rounds
   while (true) {
     // Every lane observes the completed phase itself, which makes the copied bytes visible to it.
     if (__all_sync(0xffffffffu, mbar_try_wait(bar, cur.phase))) return true;
     int aborting = 0;
-    if ((threadIdx.x & 31) == 0) aborting = abort_requested(prog) ? 1 : 0;
+    if ((threadIdx.x & 31) == 0) aborting = poll.aborting(prog) ? 1 : 0;
     if (__shfl_sync(0xffffffffu, aborting, 0)) return false;
   }
 }
