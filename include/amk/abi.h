@@ -15,7 +15,8 @@
 #include <stdint.h>
 
 #define AMK_ABI_VERSION_MAJOR 0
-#define AMK_ABI_VERSION_MINOR 5
+#define AMK_ABI_VERSION_MINOR 6
+#define AMK_PROFILE_STAMPS 5 /* per instruction in amk_program_t.profile */
 
 #define AMK_MAX_INPUTS 8
 #define AMK_MAX_OUTPUTS 4
@@ -172,8 +173,11 @@ typedef struct amk_program_t {
                                 records token_history and advances *pos after it. -1: none
                                 (then n_steps must be 1) */
   int32_t pad0;
-  /* NULL, or 3 x n_instructions %globaltimer stamps (ns) of the launch's LAST step, written by
-     each task's consumer thread 0: [wait begins, op begins, op ends] (amk bench --profile). */
+  /* NULL, or AMK_PROFILE_STAMPS x n_instructions %globaltimer stamps (ns) of the launch's LAST
+     step, written by each task's consumer thread 0: [wait begins, op begins, op ends, body
+     begins, body ends] (amk bench --profile). Body: the span an op marks between its prologue
+     and its epilogue (a GEMV tile's streaming after x is built; an attention tile's keys after
+     its prologue); 0 where the op marks none. v0.6: 5 stamps (3 before). */
   uint64_t* profile;
   /* ---- v0.4 ---- */
   const amk_task_record_t* task_records; /* n_instructions entries, in sm_queue order */

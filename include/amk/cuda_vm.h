@@ -115,6 +115,7 @@ class CudaVM {
   // last_profile() returns them, one entry per task in list order.
   struct TaskTiming {
     uint64_t wait_begin = 0, op_begin = 0, op_end = 0;  // 0: the task did not run
+    uint64_t body_begin = 0, body_end = 0;  // 0: the op marks no body (amk_program_t.profile)
   };
   void set_profiling(bool on);
   std::vector<TaskTiming> last_profile() const;

@@ -19,7 +19,7 @@
 namespace amk {
 
 inline constexpr std::string_view kIrVersion = "0.4.0";
-inline constexpr std::string_view kAbiVersion = "0.5";
+inline constexpr std::string_view kAbiVersion = "0.6";
 
 inline constexpr int kMaxInputs = 8;
 inline constexpr int kMaxOutputs = 4;

@@ -76,13 +76,18 @@ std::string profile_tsv(const Program& program, const std::vector<CudaVM::TaskTi
   uint64_t begin = UINT64_MAX;
   for (const auto& x : t)
     if (x.op_end != 0) begin = std::min(begin, x.wait_begin);
-  std::string out = "task\tlabel\top\tsm\test_bytes\twait_begin_ns\top_begin_ns\top_end_ns\n";
+  std::string out =
+      "task\tlabel\top\tsm\test_bytes\twait_begin_ns\top_begin_ns\top_end_ns\tbody_begin_ns\t"
+      "body_end_ns\n";
+  // The body stamps are optional (0: the op marks none): "-" then.
+  auto rel = [&](uint64_t ns) { return ns == 0 ? std::string("-") : std::to_string(ns - begin); };
   for (size_t i = 0; i < t.size(); ++i) {
     if (t[i].op_end == 0) continue;
     const Task& task = program.tasks[i];
-    out += fmt::format("{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n", task.id, task.label, int(task.op),
-                       task.sm.value_or(-1), task.est_bytes, t[i].wait_begin - begin,
-                       t[i].op_begin - begin, t[i].op_end - begin);
+    out += fmt::format("{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n", task.id, task.label,
+                       int(task.op), task.sm.value_or(-1), task.est_bytes, t[i].wait_begin - begin,
+                       t[i].op_begin - begin, t[i].op_end - begin, rel(t[i].body_begin),
+                       rel(t[i].body_end));
   }
   return out;
 }

@@ -260,7 +260,7 @@ struct CudaVM::Impl {
   uint32_t* d_abort = nullptr;
   int32_t* d_token_history = nullptr;
   int64_t token_history_capacity = 0;
-  uint64_t* d_profile = nullptr;  // 3 stamps per instruction while profiling is on
+  uint64_t* d_profile = nullptr;  // AMK_PROFILE_STAMPS per instruction while profiling is on
   uint32_t* h_abort_value = nullptr;  // pinned: the watchdog's write must not wait for staging
 
   cudaStream_t stream = nullptr;        // launches and every memory operation
@@ -509,7 +509,7 @@ CudaRunResult CudaVM::Impl::launch(int64_t position, int n_steps, std::vector<in
   prog.profile = d_profile;
   prog.task_records = d_records;
   if (d_profile != nullptr)
-    check(cudaMemsetAsync(d_profile, 0, 3 * mp.instructions.size() * sizeof(uint64_t), stream),
+    check(cudaMemsetAsync(d_profile, 0, AMK_PROFILE_STAMPS * mp.instructions.size() * sizeof(uint64_t), stream),
           "cudaMemsetAsync(profile)");
 
   const cudaError_t launch_err = cuda::megakernel_launch(prog, mp.layout, stream);
@@ -609,7 +609,7 @@ void CudaVM::set_profiling(bool on) {
   if (on == (m.d_profile != nullptr)) return;
   m.use_device();
   if (on) {
-    m.d_profile = m.alloc<uint64_t>(int64_t(3 * m.mp.instructions.size() * sizeof(uint64_t)),
+    m.d_profile = m.alloc<uint64_t>(int64_t(AMK_PROFILE_STAMPS * m.mp.instructions.size() * sizeof(uint64_t)),
                                     "profile");
   } else {
     m.sync("set_profiling");
@@ -622,14 +622,16 @@ std::vector<CudaVM::TaskTiming> CudaVM::last_profile() const {
   Impl& m = *impl_;
   std::vector<TaskTiming> out;
   if (m.d_profile == nullptr) return out;
-  std::vector<uint64_t> raw(3 * m.mp.instructions.size());
+  constexpr size_t k = AMK_PROFILE_STAMPS;
+  std::vector<uint64_t> raw(k * m.mp.instructions.size());
   m.use_device();
   check(cudaMemcpyAsync(raw.data(), m.d_profile, raw.size() * sizeof(uint64_t),
                         cudaMemcpyDeviceToHost, m.stream),
         "cudaMemcpyAsync(profile)");
   m.sync("reading the profile");
   out.resize(m.mp.instructions.size());
-  for (size_t i = 0; i < out.size(); ++i) out[i] = {raw[3 * i], raw[3 * i + 1], raw[3 * i + 2]};
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = {raw[k * i], raw[k * i + 1], raw[k * i + 2], raw[k * i + 3], raw[k * i + 4]};
   return out;
 }
 

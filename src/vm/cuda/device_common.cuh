@@ -31,7 +31,22 @@ struct OpContext {
   int32_t queue_index;  // this instruction's index in the CTA's queue (the ring's sequence)
   uint32_t epoch;       // the step (prog.epoch + s): what op-scratch caches are keyed by
   int* op_failed;       // shared: set by op_fail, voted on at the task's end barrier
+  uint64_t* stamp;      // profiling (thread 0, the launch's last step): the task's
+                        // AMK_PROFILE_STAMPS slots; null otherwise
 };
+
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+// Profiling: the op's body begins (slot 3) / ends (slot 4), see amk_program_t.profile.
+__device__ __forceinline__ void mark_body_begin(const OpContext& c) {
+  if (c.stamp) c.stamp[3] = global_ns();
+}
+__device__ __forceinline__ void mark_body_end(const OpContext& c) {
+  if (c.stamp) c.stamp[4] = global_ns();
+}
 
 // Barrier over the consumer threads only (named barrier 1; barrier 0 is __syncthreads).
 __device__ __forceinline__ void consumer_sync(int n_threads) {

@@ -77,11 +77,6 @@ __device__ __forceinline__ int32_t read_position(const amk_program_t& prog) {
   return *static_cast<volatile const int32_t*>(prog.buffers[prog.pos_buffer].ptr);
 }
 
-__device__ __forceinline__ uint64_t global_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-  return t;
-}
 
 static_assert(sizeof(amk_task_record_t) % 16 == 0, "task records are staged in 16-byte vectors");
 constexpr int kRecordVectors = int(sizeof(amk_task_record_t) / 16);
@@ -136,7 +131,7 @@ __device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_tas
       const int32_t index = rec->index;
       // Profiling (amk bench --profile): thread 0 stamps the last step's tasks.
       uint64_t* stamp = prog.profile != nullptr && tid == 0 && s + 1 == prog.n_steps
-                            ? prog.profile + 3 * int64_t(index)
+                            ? prog.profile + AMK_PROFILE_STAMPS * int64_t(index)
                             : nullptr;
       if (stamp) stamp[0] = global_ns();
       // Step s > 0 of a multi-step launch: a task with no waits (EMBED, which reads the token
@@ -165,7 +160,7 @@ __device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_tas
                                   inst.op == AMK_OP_ROPE_KV_ATTENTION_TILE;
       const OpContext c{&prog, &inst, rec->desc, scratch, scratch_bytes, tid, n_threads,
                         reads_position ? read_position(prog) : -1, ring, q - queue_begin, epoch,
-                        op_failed};
+                        op_failed, stamp};
       if (stamp) stamp[1] = global_ns();
       dispatch(c);
       // Any other op may have used the op scratch: the GEMV x cache no longer holds.

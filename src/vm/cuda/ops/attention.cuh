@@ -598,6 +598,7 @@ __device__ void attention_tile_fast(const OpContext& c, const AttentionShape& a,
     consumer_sync(c.n_threads);  // the next chunk's scores (and rows) overwrite these
   }
   if (a.kv_len == 0) consumer_sync(c.n_threads);  // the init above before the reads below
+  mark_body_end(c);
   const int width = a.partial ? D + 2 : D;
   for (int64_t e = c.tid; e < int64_t(H) * width; e += c.n_threads) {
     const int h = int(e / width), d = int(e - int64_t(h) * width);
@@ -816,7 +817,9 @@ __device__ inline void op_attention_tiles(const OpContext& c) {
   OpContext ac = c;
   const bool ok = c.inst->op == AMK_OP_ROPE_KV_ATTENTION_TILE ? rope_kv_prologue(c, a, ac)
                                                               : attention_tile_operands(c, a);
-  if (ok) attention_run(ac, a);
+  if (!ok) return;
+  mark_body_begin(c);
+  attention_run(ac, a);
 }
 
 __device__ inline void op_attention_combine(const OpContext& c) {

@@ -327,6 +327,7 @@ __device__ __forceinline__ bool gemv_from_ring(const OpContext& c, const Gemv& g
     ring_release(ring, cur);
     cur.advance(ring.n_stages);
   }
+  mark_body_end(c);
   return finish_rows(c, g, 0, part, segs, aborted);
 }
 
@@ -386,6 +387,7 @@ __device__ inline void op_gemv(const OpContext& c) {
       build_x(c, g, 0, xs, red);
     else
       consumer_sync(c.n_threads);  // the cursor reads above precede thread 0's update below
+    mark_body_begin(c);
     const bool ok = g.w_bf16 ? gemv_from_ring<true>(c, g, t, xs, part, part_floats, start)
                              : gemv_from_ring<false>(c, g, t, xs, part, part_floats, start);
     if (ok && c.tid == 0) {
