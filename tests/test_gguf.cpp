@@ -323,6 +323,19 @@ TEST(GgufErrors, FileErrorsNameTheFile) {
   EXPECT_THROW(GgufFile::open(fs::temp_directory_path()), GgufError);
 }
 
+TEST(GgufErrors, CommandsReportACorruptGgufAsBadInput) {
+  const fs::path path =
+      fs::temp_directory_path() / ("amk_bad_" + std::to_string(::getpid()) + ".gguf");
+  auto bytes = two_tensor_file();
+  bytes[5] = 7;  // version 0x0703: neither 2 nor 3
+  testing::write_bytes(path, bytes);
+  const auto r = run_amk("run " + shell_quote(path.string()) + " --device cpu --prompt-ids 1 -n 1");
+  fs::remove(path);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(path.string() + ": unsupported GGUF version 1795"), std::string::npos)
+      << r.err;
+}
+
 // ---- names, permutation, dequantisation on known values ---------------------------------------------
 
 TEST(GgufModel, TensorNames) {
