@@ -2,9 +2,11 @@
 //
 // The arithmetic is ggml's reference dequantisation, one rounding per operation in the order the
 // `gguf` Python package (gguf.quants.dequantize) performs it, so that the results are
-// bit-identical to that independent implementation (tests/test_gguf.cpp checks it): e.g. Q4_1 is
-// (d * q) + m rounded twice, never fused into one multiply-add (the file is compiled with
-// -ffp-contract=off for that reason).
+// bit-identical to that independent implementation (tests/test_gguf.cpp checks it). Most products
+// of an f16 scale and a few-bit quant are exact in f32, so what decides the bits is the order of
+// the roundings that remain: Q6_K's (d * sc) * q is not d * (sc * q) (the test catches that
+// swap), and K-quant sub-block scales are rounded before use. The file is compiled with
+// -ffp-contract=off so that no multiply-add is fused where a product could round.
 #pragma once
 
 #include <cstddef>
