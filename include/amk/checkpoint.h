@@ -7,10 +7,15 @@
 // tensors: num_hidden_layers against the model.layers.N names, vocab/hidden/heads x head_dim/kv
 // heads/intermediate against the tensors that carry them, each mismatch a ModelConfigError naming
 // the field) so that a later lookup can only fail for a tensor that is truly absent or misshapen.
+//
+// A single GGUF file (llama.cpp's format, amk/gguf.h) opens too: its metadata becomes the config,
+// its tensors are dequantised once into buffers the Checkpoint owns, under their Hugging Face
+// names and shapes, with llama.cpp's q/k row permutation undone (amk/gguf_model.h).
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -39,12 +44,27 @@ struct GenerationConfig {
   std::optional<int64_t> pad_token_id;
 };
 
+struct GgufTensorStore;  // the dequantised tensors of a GGUF checkpoint
+
+// A GGUF checkpoint's tensors are stored as f32 unless that would take more than this many
+// bytes; then as bf16 (rounded to nearest even), half the memory. Dequantised weights are exact
+// in f32; a model that large would not fit the reference VM in f32 anyway.
+inline constexpr int64_t kGgufMaxF32Bytes = int64_t{4} << 30;
+
 class Checkpoint {
  public:
-  // Throws CheckpointError, SafetensorsError, ModelConfigError or UnsupportedModelError.
+  // A checkpoint folder, or a .gguf file (by extension or magic: open_gguf). Throws
+  // CheckpointError, SafetensorsError, GgufError, ModelConfigError or UnsupportedModelError.
   static Checkpoint open(const std::filesystem::path& folder);
+  // A GGUF file of architecture llama, mistral, qwen2 or qwen3 whose tensors are all of a type
+  // amk/gguf_dequant.h converts. The generation config's bos/eos/pad come from
+  // tokenizer.ggml.{bos,eos,padding}_token_id. Every weight the config implies must be present
+  // with its shape, and every tensor must be one of them.
+  static Checkpoint open_gguf(const std::filesystem::path& file);
 
+  // The folder, or the .gguf file.
   const std::filesystem::path& folder() const { return folder_; }
+  bool is_gguf() const { return gguf_ != nullptr; }
   const ModelConfig& config() const { return config_; }
   const std::optional<GenerationConfig>& generation_config() const { return generation_; }
   // The ids that end generation: generation_config.json's when it names any, else config.json's.
@@ -76,6 +96,8 @@ class Checkpoint {
   // Every tensor of every file, sorted by name. The views live inside files_' heap state, so
   // they survive moves of the Checkpoint.
   std::vector<const TensorView*> index_;
+  // A GGUF checkpoint's tensors (views and their buffers); null for a folder.
+  std::shared_ptr<const GgufTensorStore> gguf_;
 };
 
 }  // namespace amk

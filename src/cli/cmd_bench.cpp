@@ -706,7 +706,7 @@ void add_bench_command(CLI::App& app, Action& action) {
   std::string names;
   for (std::string_view n : model_preset_names())
     names += (names.empty() ? "" : ", ") + std::string(n);
-  cmd->add_option("model_dir", opt->model_dir, "Checkpoint folder (or use --preset)");
+  cmd->add_option("model_dir", opt->model_dir, "Checkpoint folder or .gguf file (or use --preset)");
   cmd->add_option("--preset", opt->preset,
                   "Generate a random BF16 checkpoint of this shape first: " + names);
   cmd->add_option("--preset-dir", opt->preset_dir,

@@ -101,7 +101,7 @@ void add_compile_command(CLI::App& app, Action& action) {
   auto opt = std::make_shared<CompileOptions>();
   CLI::App* cmd = app.add_subcommand(
       "compile", "Lower a Hugging Face checkpoint's decode step to a validated program");
-  cmd->add_option("model_dir", opt->model_dir, "Checkpoint folder (config.json + safetensors)")
+  cmd->add_option("model_dir", opt->model_dir, "Checkpoint folder (config.json + safetensors) or .gguf file")
       ->required();
   cmd->add_option("--gpu", opt->gpu,
                   "Built-in target (h100, h200, b200, a100, rtx5090) or auto (this process's GPU)")

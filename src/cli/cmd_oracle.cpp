@@ -116,7 +116,7 @@ void add_oracle_command(CLI::App& app, Action& action) {
   auto opt = std::make_shared<OracleOptions>();
   CLI::App* cmd = app.add_subcommand(
       "oracle", "Check a checkpoint's decode against transformers' expected outputs");
-  cmd->add_option("model_dir", opt->model_dir, "Checkpoint folder")->required();
+  cmd->add_option("model_dir", opt->model_dir, "Checkpoint folder or .gguf file")->required();
   cmd->add_option("--expected", opt->expected,
                   "expected.safetensors (prompt_ids, sequence_ids, logits)")
       ->required();

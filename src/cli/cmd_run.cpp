@@ -106,7 +106,7 @@ int run_run(const RunOptions& opt) {
 void add_run_command(CLI::App& app, Action& action) {
   auto opt = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "Greedy-generate tokens from a checkpoint");
-  cmd->add_option("model_dir", opt->model_dir, "Checkpoint folder")->required();
+  cmd->add_option("model_dir", opt->model_dir, "Checkpoint folder or .gguf file")->required();
   cmd->add_option("--device", opt->device, "cpu (reference VM) or cuda")->capture_default_str();
   cmd->add_option("--prompt-ids", opt->prompt, "Prompt token ids, e.g. 1,2,3")->required();
   cmd->add_option("-n", opt->n, "Tokens to generate")

@@ -7,6 +7,8 @@
 #include <charconv>
 #include <map>
 
+#include "amk/gguf.h"
+#include "model/checkpoint_checks.h"
 #include "model/strict_json.h"
 
 namespace amk {
@@ -126,14 +128,17 @@ std::string dims_text(const std::vector<int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
 }
 
+}  // namespace
+
+namespace model_detail {
+
 // config.json must describe the tensors the folder holds, before anything is sized by it: a
 // num_hidden_layers below the checkpoint's would silently drop layers, one above it would lower
 // (and allocate for) layers that do not exist, and the sizes that shape every buffer must match
 // the tensors that carry them. Each mismatch names the config field. Tensors that are absent are
 // left to the lookups that need them ("missing tensor ...").
 void check_config_against_tensors(const ModelConfig& c, const std::vector<const TensorView*>& index,
-                                  const std::filesystem::path& config_path) {
-  const std::string where = config_path.string();
+                                  const std::string& where) {
   const auto bad = [&](std::string_view field, const std::string& what) {
     throw ModelConfigError(fmt::format("{}: {} {}", where, field, what));
   };
@@ -180,13 +185,17 @@ void check_config_against_tensors(const ModelConfig& c, const std::vector<const 
   }
 }
 
-}  // namespace
+}  // namespace model_detail
 
 Checkpoint Checkpoint::open(const std::filesystem::path& folder) {
+  std::error_code ec;
+  // A single .gguf file (by name or by its magic) rather than a folder.
+  if (!std::filesystem::is_directory(folder, ec) &&
+      (folder.extension() == ".gguf" || looks_like_gguf(folder)))
+    return open_gguf(folder);
   Checkpoint ck;
   ck.folder_ = folder;
   const std::string where = folder.string();
-  std::error_code ec;
   if (!std::filesystem::is_directory(folder, ec))
     throw CheckpointError(fmt::format("{}: not a checkpoint folder ({})", where,
                                       ec ? ec.message() : "not a directory"));
@@ -239,7 +248,7 @@ Checkpoint Checkpoint::open(const std::filesystem::path& folder) {
       throw CheckpointError(fmt::format("{}: tensor {} is in two shards, {} and {}", where,
                                         quote_name(ck.index_[i]->name), ck.index_[i - 1]->file,
                                         ck.index_[i]->file));
-  check_config_against_tensors(ck.config_, ck.index_, config_path);
+  model_detail::check_config_against_tensors(ck.config_, ck.index_, config_path.string());
   return ck;
 }
 
