@@ -10,6 +10,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,7 +18,8 @@
 #include "amk/tokenizer.h"
 #include "cli/commands.h"
 #include "cli/input_files.h"
-#include "model/strict_json.h"  // quote_name
+#include "model/strict_json.h"  // quote_name, parse_untrusted_json
+#include "tokenizer/utf8.h"
 
 namespace amk::cli {
 
@@ -54,6 +56,26 @@ std::optional<std::vector<int32_t>> parse_ids(const std::string& text, std::stri
   return ids;
 }
 
+// A token's text for a terminal: UTF-8 as it is, control characters and bytes that are not UTF-8
+// escaped (a piece may hold either; neither should reach a terminal raw).
+std::string printable(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t n = tokenizer_detail::utf8_sequence_length(s, i);
+    const bool c1_control = n == 2 && c == 0xC2 && static_cast<unsigned char>(s[i + 1]) < 0xA0;
+    if (n == 0 || c < 0x20 || c == 0x7F || c == '\\' || c1_control) {
+      const size_t len = c1_control ? 2 : 1;
+      for (size_t k = 0; k < len; ++k) out += fmt::format("\\x{:02x}", static_cast<unsigned char>(s[i + k]));
+      i += len;
+      continue;
+    }
+    out.append(s.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
 int bad_input(const std::string& what) {
   std::cerr << "amk: " << what << "\n";
   return kExitBadInput;
@@ -70,8 +92,11 @@ int tokenize_prompt(const Tokenizer& tok, const TokenizeOptions& opt) {
   const std::vector<int32_t> ids = tok.encode(opt.prompt, opt.add_special);
   std::cout << fmt::format("{} tokens ({}, vocabulary {})\n", ids.size(), tok.description(), tok.vocab_size());
   std::cout << fmt::format("ids  {}\n", fmt::join(ids, " "));
+  // Each token: its id, its vocabulary entry, and the text it stands for.
   for (const int32_t id : ids)
-    std::cout << fmt::format("{:>8}  {}{}\n", id, model_detail::quote_name(tok.token_text(id)),
+    std::cout << fmt::format("{:>8}  {:<24} {}{}\n", id, "'" + printable(tok.token_text(id)) + "'",
+                             nlohmann::json(tok.decode(std::span(&id, 1))).dump(-1, ' ', false,
+                                                                                nlohmann::json::error_handler_t::replace),
                              tok.is_special(id) ? "  (special)" : "");
   return kExitOk;
 }

@@ -98,6 +98,10 @@ Tokenizer Tokenizer::from_gguf_vocab(const GgufVocab& v, std::string_view name_v
       steps.push_back(std::make_unique<SplitPreTokenizer>(Pattern::regex(r), SplitBehavior::Isolated, false));
     steps.push_back(std::make_unique<ByteLevelPreTokenizer>(false, false));
     p->pre_tokenizer = std::make_unique<SequencePreTokenizer>(std::move(steps));
+    // Qwen's tokenizer.json normalizes to NFC before splitting; llama.cpp skips that step, and so
+    // differs from the model's own tokenizer on decomposed text. AMK follows the model.
+    if (v.pre == "qwen2" || v.pre == "deepseek-r1-qwen")
+      p->normalizer = std::make_unique<UnicodeNormalizer>(UnicodeForm::NFC);
     StringMap<int32_t> model_vocab;
     for (const auto& [t, id] : vocab) model_vocab.try_emplace(t, id);
     std::vector<std::pair<std::string, std::string>> merges;
@@ -111,6 +115,9 @@ Tokenizer Tokenizer::from_gguf_vocab(const GgufVocab& v, std::string_view name_v
     }
     BpeOptions options;
     options.unk_id = v.unk_id;
+    // llama.cpp takes a word found whole in a Llama 3 vocabulary as it is, as newer Llama 3
+    // tokenizer.json files ask with ignore_merges.
+    options.ignore_merges = v.pre == "llama-bpe" || v.pre == "llama3" || v.pre == "llama-v3";
     try {
       p->model = std::make_unique<BpeModel>(std::move(model_vocab), merges, options);
     } catch (const TokenizerError& e) {

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
-#include <functional>
 #include <queue>
 #include <unordered_map>
 
@@ -122,16 +121,23 @@ void SentencePieceBpe::encode_word(std::string_view text, std::vector<int32_t>& 
     consider(l.prev, c.left);
     consider(c.left, l.next);
   }
-  const std::function<void(std::string_view)> output = [&](std::string_view piece) {
-    const auto it = unused_parts.find(piece);
-    if (it == unused_parts.end()) {
-      emit(piece, ids);
-      return;
+  // Output, splitting unused pieces back into their parts (left first). An explicit stack: a
+  // hostile model could chain unused pieces deep enough to overflow the call stack.
+  std::vector<std::string_view> pending;
+  for (int i = 0; i >= 0; i = symbols[i].next) {
+    pending.push_back(text.substr(symbols[i].begin, symbols[i].size));
+    while (!pending.empty()) {
+      const std::string_view piece = pending.back();
+      pending.pop_back();
+      const auto it = unused_parts.find(piece);
+      if (it == unused_parts.end()) {
+        emit(piece, ids);
+        continue;
+      }
+      pending.push_back(it->second.second);
+      pending.push_back(it->second.first);
     }
-    output(it->second.first);
-    output(it->second.second);
-  };
-  for (int i = 0; i >= 0; i = symbols[i].next) output(text.substr(symbols[i].begin, symbols[i].size));
+  }
 }
 
 }  // namespace amk::tokenizer_detail
