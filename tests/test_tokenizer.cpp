@@ -346,6 +346,67 @@ TEST(TokenizerOracle, LlamaGgufVocabularyMatchesSentencePiece) {
   }
 }
 
+// The tokenizer.json features the real files do not use, each against tokenizers: the five split
+// behaviours with and without invert, Digits, ByteLevel with add_prefix_space, NFKC + Lowercase,
+// and added tokens with lstrip, rstrip, single_word and normalized.
+std::string feature_tokenizer_json(const std::string& behavior, bool invert) {
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[amk::tokenizer_detail::byte_level_encode(std::string(1, char(b)))] = b;
+  const std::vector<std::pair<std::string, std::string>> merges = {
+      {"t", "h"}, {"th", "e"}, {"\xC4\xA0", "the"}, {"\xC4\xA0", "a"}, {"1", "2"}, {"i", "n"}, {"\xC4\xA0", "in"}};
+  json merge_list = json::array();
+  for (const auto& [a, b] : merges) {
+    if (!vocab.contains(a + b)) vocab[a + b] = static_cast<int>(vocab.size());
+    merge_list.push_back(a + " " + b);
+  }
+  const int n = static_cast<int>(vocab.size());
+  const auto added = [](int id, const char* content, bool special, bool lstrip, bool rstrip, bool single_word,
+                        bool normalized) {
+    return json{{"id", id},         {"content", content}, {"special", special},       {"lstrip", lstrip},
+                {"rstrip", rstrip}, {"single_word", single_word}, {"normalized", normalized}};
+  };
+  const json doc = {
+      {"added_tokens", {added(n, "[SPECIAL]", true, false, false, false, false),
+                        added(n + 1, "<lstrip>", false, true, false, false, false),
+                        added(n + 2, "<rstrip>", false, false, true, false, false),
+                        added(n + 3, "<word>", false, false, false, true, false),
+                        added(n + 4, "<Norm>", false, false, false, false, true)}},
+      {"normalizer", {{"type", "Sequence"}, {"normalizers", {{{"type", "NFKC"}}, {{"type", "Lowercase"}}}}}},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"}, {"pattern", {{"Regex", R"(\s*[-,.;]\s*)"}}}, {"behavior", behavior}, {"invert", invert}},
+          {{"type", "Digits"}, {"individual_digits", false}},
+          {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}}}}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}}},
+      {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}}},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", {{{"SpecialToken", {{"id", "[SPECIAL]"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"pair", {{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+        {"special_tokens", {{"[SPECIAL]", {{"id", "[SPECIAL]"}, {"ids", {n}}, {"tokens", {"[SPECIAL]"}}}}}}}}};
+  return doc.dump();
+}
+
+TEST(TokenizerOracle, TokenizerJsonFeaturesMatchTokenizers) {
+  REQUIRE_ORACLES();
+  std::vector<std::string> texts = corpus();
+  for (std::string& s : random_unicode_strings(9, 100)) texts.push_back(std::move(s));
+  for (const char* s : {"x  <lstrip>  y", "<lstrip>", " \t<lstrip>", "<rstrip>   z", "a <rstrip>\n\nb",
+                        "a<word>b", " <word> ", "<word>", "x<word> y", "A<NORM>B <norm> <Norm>",
+                        "the, then - in; 12.123-4567", "-- ,, ..", "[SPECIAL] the[SPECIAL]the", "ＴＨＥ ﬁn ①②"})
+    texts.emplace_back(s);
+  for (const char* behavior : {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"}) {
+    for (const bool invert : {false, true}) {
+      TempDir dir;
+      const fs::path file = dir.path() / "tokenizer.json";
+      write_file(file, feature_tokenizer_json(behavior, invert));
+      const Tokenizer tok = Tokenizer::from_path(file);
+      compare(tok, texts, oracle("hf", file, texts, dir), fmt::format("features, {}{}", behavior, invert ? ", invert" : ""));
+    }
+  }
+}
+
 // ~100 KB of mixed text in well under a second, cold cache included.
 TEST(TokenizerOracle, HundredKilobytesEncodeQuickly) {
   REQUIRE_ORACLES();

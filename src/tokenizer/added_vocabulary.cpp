@@ -39,16 +39,17 @@ bool is_word_char(char32_t c) {
 
 AddedVocabulary::AddedVocabulary(std::vector<AddedToken> tokens) : tokens_(std::move(tokens)) {
   for (size_t i = 0; i < tokens_.size(); ++i) {
-    const AddedToken& t = tokens_[i];
-    if (t.content.empty()) continue;
+    AddedToken& t = tokens_[i];
+    if (t.match.empty()) t.match = t.content;
+    if (t.match.empty()) continue;
     Index& index = t.normalized ? normalized_ : raw_;
-    index.by_first_byte[static_cast<unsigned char>(t.content[0])].push_back(i);
+    index.by_first_byte[static_cast<unsigned char>(t.match[0])].push_back(i);
     index.any = true;
   }
   for (Index* index : {&raw_, &normalized_})
     for (auto& list : index->by_first_byte)
       std::stable_sort(list.begin(), list.end(), [&](size_t a, size_t b) {
-        return tokens_[a].content.size() > tokens_[b].content.size();
+        return tokens_[a].match.size() > tokens_[b].match.size();
       });
 }
 
@@ -65,7 +66,7 @@ std::vector<AddedVocabulary::Segment> AddedVocabulary::split(std::string_view te
   while (pos < text.size()) {
     const AddedToken* match = nullptr;
     for (const size_t i : index.by_first_byte[static_cast<unsigned char>(text[pos])]) {
-      if (text.compare(pos, tokens_[i].content.size(), tokens_[i].content) == 0) {
+      if (text.compare(pos, tokens_[i].match.size(), tokens_[i].match) == 0) {
         match = &tokens_[i];
         break;
       }
@@ -74,7 +75,7 @@ std::vector<AddedVocabulary::Segment> AddedVocabulary::split(std::string_view te
       ++pos;
       continue;
     }
-    size_t begin = pos, end = pos + match->content.size();
+    size_t begin = pos, end = pos + match->match.size();
     if (match->single_word) {
       const bool left_ok = begin == 0 || !is_word_char(char_before(text, begin).first);
       const bool right_ok = end == text.size() || !is_word_char(char_at(text, end));

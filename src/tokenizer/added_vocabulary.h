@@ -15,6 +15,9 @@ namespace amk::tokenizer_detail {
 
 struct AddedToken {
   std::string content;
+  // What is searched for: `content`, or for a `normalized` token its normalized form (the text it
+  // is searched in is normalized too). Empty: `content`.
+  std::string match;
   int32_t id = 0;
   bool special = false;
   bool lstrip = false, rstrip = false, single_word = false, normalized = false;

@@ -24,8 +24,9 @@ BpeModel::BpeModel(StringMap<int32_t> vocab,
       throw TokenizerError(fmt::format("merge {} of {} + {}: {} is not in the vocabulary", rank,
                                        quote_name(a), quote_name(b), quote_name(missing)));
     }
-    // The first (best-ranked) listing of a pair wins, as a later duplicate could never apply.
-    merges_.try_emplace(pair_key(ia->second, ib->second), Merge{int32_t(rank), ij->second});
+    // A pair listed twice keeps its later rank, as in tokenizers (whose map the later one
+    // overwrites).
+    merges_.insert_or_assign(pair_key(ia->second, ib->second), Merge{int32_t(rank), ij->second});
   }
   for (int b = 0; b < 256; ++b) {
     const auto it = vocab_.find(fmt::format("<0x{:02X}>", b));

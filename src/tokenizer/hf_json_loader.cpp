@@ -363,8 +363,13 @@ Tokenizer Tokenizer::from_hf_json(std::string_view json_text, std::string_view n
     fail(where, e.what());
   }
 
-  p->added = AddedVocabulary(parse_added_tokens(field(doc, "added_tokens"), file + ": added_tokens"));
   if (const json* n = field(doc, "normalizer")) p->normalizer = parse_normalizer(*n, file + ": normalizer", 0);
+  std::vector<AddedToken> added = parse_added_tokens(field(doc, "added_tokens"), file + ": added_tokens");
+  // A normalized token is looked for in normalized text, so in its normalized form.
+  if (p->normalizer)
+    for (AddedToken& t : added)
+      if (t.normalized) t.match = p->normalizer->normalize(t.content);
+  p->added = AddedVocabulary(std::move(added));
   if (const json* t = field(doc, "pre_tokenizer")) p->pre_tokenizer = parse_pre_tokenizer(*t, file + ": pre_tokenizer", 0);
   if (const json* d = field(doc, "decoder")) p->decoder = parse_decoder(*d, file + ": decoder", 0);
   if (const json* pp = field(doc, "post_processor")) parse_post_processor(*pp, file + ": post_processor", 0, *p);

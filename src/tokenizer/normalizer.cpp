@@ -43,7 +43,13 @@ std::string LowercaseNormalizer::normalize(std::string_view text) const {
   out.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
     const size_t n = utf8_char_length(text, i);
-    append_utf8(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(decode_utf8_at(text, i, n)))));
+    const char32_t c = decode_utf8_at(text, i, n);
+    // Character by character, as tokenizers does (so no final-sigma rule). U+0130 İ is the one
+    // character whose full lowercase (i + combining dot, what Rust gives) is not its simple one.
+    if (c == 0x130)
+      out += "i\xCC\x87";
+    else
+      append_utf8(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
     i += n;
   }
   return out;

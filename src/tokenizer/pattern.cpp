@@ -193,9 +193,11 @@ std::vector<std::string_view> split_by(std::string_view text, const Pattern& pat
       break;
     }
     case SplitBehavior::Contiguous: {
+      // Neighbours of the same kind join: runs of matches, and (with invert) runs of what were
+      // back-to-back matches of the pattern.
       bool previous_match = false;
       for (const Span& s : spans) {
-        if (s.is_match && previous_match && !kept.empty())
+        if (s.is_match == previous_match && !kept.empty())
           kept.back().end = s.end;
         else
           kept.push_back(s);

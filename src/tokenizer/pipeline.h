@@ -16,9 +16,9 @@
 
 namespace amk::tokenizer_detail {
 
-// Vocabularies beyond this many entries are refused: the largest real ones hold ~260k, and ids
-// index tables.
-inline constexpr size_t kMaxVocabSize = 4'000'000;
+// Ids from this on are refused: the largest real vocabularies hold ~260k, and ids index tables
+// (a hostile id of 2^31 would otherwise cost gigabytes).
+inline constexpr size_t kMaxVocabSize = size_t{1} << 20;
 
 struct Pipeline {
   std::string description;

@@ -31,6 +31,8 @@ void index_vocabulary(Pipeline& p, const std::vector<std::pair<std::string, int3
   for (const AddedToken& t : p.added.tokens()) {
     assign(t.content, t.id);
     p.token_to_id[t.content] = t.id;  // an added token's string names the added id
+    // tokenizers gives a normalized token's id its normalized text (decoding included).
+    p.id_to_token[t.id] = t.match;
     if (t.special) p.special[t.id] = true;
   }
 }
