@@ -17,6 +17,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -236,6 +237,30 @@ TEST(TokenizerOracle, Llama32TokenizerJsonMatchesTokenizers) {
   const auto texts = corpus_and_random(1);
   compare(tok, texts, oracle("hf", file, texts, dir), "llama3.2");
   EXPECT_EQ(tok.encode("Hi", true).front(), 128000) << "--add-special puts <|begin_of_text|> first";
+  // Bytes that are not UTF-8 are read as U+FFFD (what Python's errors="replace" hands tokenizers).
+  EXPECT_EQ(tok.encode("a\xff\xfe b\xE2\x82"), tok.encode("a\uFFFD\uFFFD b\uFFFD"));
+}
+
+// One Tokenizer used from several threads at once (the BPE cache is shared) answers as it does
+// alone.
+TEST(TokenizerOracle, ConcurrentEncodingGivesTheSameIds) {
+  REQUIRE_ORACLES();
+  const Tokenizer tok = Tokenizer::from_path(asset("qwen3/tokenizer.json"));
+  const auto texts = corpus_and_random(10);
+  std::vector<std::vector<int32_t>> alone;
+  for (const std::string& t : texts) alone.push_back(Tokenizer(tok).encode(t));
+  const Tokenizer fresh = Tokenizer::from_path(asset("qwen3/tokenizer.json"));  // cold cache
+  std::vector<std::thread> threads;
+  std::vector<int> differences(4, 0);
+  for (int k = 0; k < 4; ++k)
+    threads.emplace_back([&, k] {
+      for (size_t i = 0; i < texts.size(); ++i) {
+        const size_t j = (i * 7 + static_cast<size_t>(k) * 13) % texts.size();  // each thread its own order
+        differences[k] += fresh.encode(texts[j]) != alone[j];
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(differences[k], 0) << "thread " << k;
 }
 
 TEST(TokenizerOracle, Qwen3TokenizerJsonMatchesTokenizers) {
@@ -445,7 +470,11 @@ TEST(TokenizerCli, JsonlMatchesTokenizers) {
   }
   EXPECT_EQ(i, texts.size());
 
-  const auto special = amk::testing::run_amk("tokenize " + q(file.string()) + " --add-special --jsonl " + q(in.string()));
+  // A model folder works as well as the file inside it.
+  const fs::path folder = dir.path() / "model";
+  fs::create_directories(folder);
+  fs::create_symlink(file, folder / "tokenizer.json");
+  const auto special = amk::testing::run_amk("tokenize " + q(folder.string()) + " --add-special --jsonl " + q(in.string()));
   ASSERT_EQ(special.exit_code, 0) << special.err;
   EXPECT_EQ(json::parse(special.out.substr(0, special.out.find('\n'))), expected[0]["ids_special"]);
 
