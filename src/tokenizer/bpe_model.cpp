@@ -16,11 +16,13 @@ BpeModel::BpeModel(StringMap<int32_t> vocab,
                    const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options)
     : vocab_(std::move(vocab)), options_(std::move(options)) {
   merges_.reserve(merges.size());
+  std::string joined;  // reused: hundreds of thousands of merges
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [a, b] = merges[rank];
-    const auto ia = vocab_.find(a), ib = vocab_.find(b), ij = vocab_.find(a + b);
+    joined.assign(a).append(b);
+    const auto ia = vocab_.find(a), ib = vocab_.find(b), ij = vocab_.find(joined);
     if (ia == vocab_.end() || ib == vocab_.end() || ij == vocab_.end()) {
-      const std::string& missing = ia == vocab_.end() ? a : ib == vocab_.end() ? b : a + b;
+      const std::string& missing = ia == vocab_.end() ? a : ib == vocab_.end() ? b : joined;
       throw TokenizerError(fmt::format("merge {} of {} + {}: {} is not in the vocabulary", rank,
                                        quote_name(a), quote_name(b), quote_name(missing)));
     }

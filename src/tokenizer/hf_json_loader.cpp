@@ -337,6 +337,7 @@ Tokenizer Tokenizer::from_hf_json(std::string_view json_text, std::string_view n
   std::vector<std::pair<std::string, int32_t>> entries;
   StringMap<int32_t> model_vocab;
   entries.reserve(vocab->size());
+  model_vocab.reserve(vocab->size());
   for (const auto& [token, id] : vocab->items()) {
     if (!is_valid_utf8(token)) fail(where, fmt::format("vocabulary entry {} is not valid UTF-8", quote_name(token)));
     entries.emplace_back(token, as_id(id, fmt::format("{}: vocab {}", where, quote_name(token))));

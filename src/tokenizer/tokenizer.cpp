@@ -18,6 +18,7 @@ void index_vocabulary(Pipeline& p, const std::vector<std::pair<std::string, int3
     throw TokenizerError(fmt::format("token id {} is beyond the {} supported", max_id, kMaxVocabSize));
   p.id_to_token.assign(static_cast<size_t>(max_id + 1), std::string());
   p.special.assign(static_cast<size_t>(max_id + 1), false);
+  p.token_to_id.reserve(model_vocab.size() + p.added.tokens().size());
   std::vector<bool> assigned(static_cast<size_t>(max_id + 1), false);
   const auto assign = [&](const std::string& text, int32_t id) {
     if (id < 0) throw TokenizerError(fmt::format("negative token id {}", id));
