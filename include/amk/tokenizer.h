@@ -63,6 +63,7 @@ class Tokenizer {
                                       std::string_view name = "tokenizer.model");
   static Tokenizer from_gguf_vocab(const GgufVocab& vocab, std::string_view name = "GGUF vocabulary");
   // A model folder (its tokenizer.json, else tokenizer.model), a tokenizer.json, or a .model file.
+  // A .gguf file is refused for now: the GGUF reader fills a GgufVocab for from_gguf_vocab().
   static Tokenizer from_path(const std::filesystem::path& path);
 
   // Token ids of `text`. Added and special tokens written in the text are matched as tokens.
