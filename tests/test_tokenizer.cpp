@@ -633,6 +633,9 @@ TEST(TokenizerHandMade, SentencePieceGarbageIsRefused) {
   refuse("\x0a\x03\x0a\x01", "runs past the end");           // piece message longer than the file
   refuse("\x0a\x03\x0a\x01" "a", "type 1 is not supported"); // a unigram model (the default type)
   refuse(std::string("\x0a\x02\x18\x09", 4), "unknown type 9");
+  // A BPE model (trainer spec field 3 = 2) that puts the space marker after words.
+  refuse(std::string("\x0a\x03\x0a\x01" "a" "\x12\x05\x18\x02\xc0\x01\x01", 12), "treat_whitespace_as_suffix");
+  refuse(std::string("\x0a\x03\x0a\x01" "a" "\x12\x02\x18\x02" "\x1a\x06\x0a\x04nmtk", 17), "'nmtk' is not supported");
 }
 
 TEST(TokenizerHandMade, GgufVocabularyProblemsAreNamed) {

@@ -20,7 +20,8 @@ using Field = ProtobufReader::Field;
 
 // ModelProto field numbers (sentencepiece_model.proto).
 enum : uint32_t { kPieces = 1, kTrainerSpec = 2, kNormalizerSpec = 3 };
-// SentencePiece: piece 1, score 2, type 3.  TrainerSpec: model_type 3, byte_fallback 35,
+// SentencePiece: piece 1, score 2, type 3.  TrainerSpec: model_type 3,
+// treat_whitespace_as_suffix 24, byte_fallback 35,
 // unk_id 40, bos_id 41, eos_id 42.  NormalizerSpec: name 1, precompiled_charsmap 2,
 // add_dummy_prefix 3, remove_extra_whitespaces 4, escape_whitespaces 5.
 
@@ -30,6 +31,7 @@ struct SentencePieceModel {
   std::vector<SentencePieceEntry> pieces;
   int64_t model_type = 1;  // 1 unigram (the proto's default), 2 BPE
   bool byte_fallback = false;
+  bool whitespace_as_suffix = false;
   int64_t unk_id = 0, bos_id = 1, eos_id = 2;
   std::string normalizer_name;
   bool has_charsmap = false;
@@ -80,6 +82,7 @@ SentencePieceModel parse_model(std::string_view bytes) {
         if (g.type != ProtobufReader::Varint) continue;
         switch (g.number) {
           case 3: m.model_type = as_int32(g); break;
+          case 24: m.whitespace_as_suffix = g.varint != 0; break;
           case 35: m.byte_fallback = g.varint != 0; break;
           case 40: m.unk_id = as_int32(g); break;
           case 41: m.bos_id = as_int32(g); break;
@@ -127,6 +130,9 @@ Tokenizer Tokenizer::from_sentencepiece(std::span<const std::byte> model_bytes, 
   if (m.has_charsmap || (!m.normalizer_name.empty() && m.normalizer_name != "identity"))
     throw TokenizerError(fmt::format("{}: normalization rule {} is not supported (identity only)", file,
                                      model_detail::quote_name(m.normalizer_name)));
+
+  if (m.whitespace_as_suffix)
+    throw TokenizerError(file + ": treat_whitespace_as_suffix is not supported (the space marker is a prefix here)");
 
   auto p = std::make_shared<Pipeline>();
   const std::optional<int32_t> unk = id_if_valid(m.unk_id, m.pieces.size());
