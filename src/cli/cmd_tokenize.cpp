@@ -92,12 +92,25 @@ int tokenize_prompt(const Tokenizer& tok, const TokenizeOptions& opt) {
   const std::vector<int32_t> ids = tok.encode(opt.prompt, opt.add_special);
   std::cout << fmt::format("{} tokens ({}, vocabulary {})\n", ids.size(), tok.description(), tok.vocab_size());
   std::cout << fmt::format("ids  {}\n", fmt::join(ids, " "));
-  // Each token: its id, its vocabulary entry, and the text it stands for.
-  for (const int32_t id : ids)
-    std::cout << fmt::format("{:>8}  {:<24} {}{}\n", id, "'" + printable(tok.token_text(id)) + "'",
-                             nlohmann::json(tok.decode(std::span(&id, 1))).dump(-1, ' ', false,
-                                                                                nlohmann::json::error_handler_t::replace),
-                             tok.is_special(id) ? "  (special)" : "");
+  // Each token: its id, its vocabulary entry, and the text it adds in context: decoding the ids
+  // up to it minus decoding those before it (a token alone can decode differently: SentencePiece
+  // drops the first space, a byte of a longer character is U+FFFD). Quadratic, so only for
+  // prompts a person reads; past that, each token alone.
+  constexpr size_t kMaxInContext = 2000;
+  std::string before;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    std::string text;
+    if (ids.size() <= kMaxInContext) {
+      std::string upto = tok.decode(std::span(ids.data(), i + 1));
+      text = upto.starts_with(before) ? upto.substr(before.size()) : tok.decode(std::span(&ids[i], 1));
+      before = std::move(upto);
+    } else {
+      text = tok.decode(std::span(&ids[i], 1));
+    }
+    std::cout << fmt::format("{:>8}  {:<24} {}{}\n", ids[i], "'" + printable(tok.token_text(ids[i])) + "'",
+                             nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                             tok.is_special(ids[i]) ? "  (special)" : "");
+  }
   return kExitOk;
 }
 

@@ -33,9 +33,12 @@ Tokenizer Tokenizer::from_path(const std::filesystem::path& path) {
     throw TokenizerError(fmt::format("{}: the folder has no tokenizer.json or tokenizer.model", path.string()));
   }
   if (!fs::exists(path, ec)) throw TokenizerError(fmt::format("{}: no such file", path.string()));
+  const auto gguf = [&] {
+    return TokenizerError(fmt::format("{}: GGUF tokenizers: not yet wired (build one from GgufVocab)", path.string()));
+  };
+  if (path.extension() == ".gguf") throw gguf();  // before reading: a GGUF is gigabytes
   const std::string text = read_capped(path);
-  if (path.extension() == ".gguf" || text.starts_with("GGUF"))
-    throw TokenizerError(fmt::format("{}: GGUF tokenizers: not yet wired (build one from GgufVocab)", path.string()));
+  if (text.starts_with("GGUF")) throw gguf();
   // A tokenizer.json is a JSON object; anything else is taken for a SentencePiece ModelProto.
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') return from_hf_json(text, path.string());
