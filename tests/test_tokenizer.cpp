@@ -284,6 +284,20 @@ TEST(TokenizerOracle, MistralModelsMatchSentencePiece) {
   }
 }
 
+// What the Mistral models do not exercise: unused pieces (merged, then split back when output),
+// user-defined pieces inside words, remove_extra_whitespaces, characters with no piece at all.
+TEST(TokenizerOracle, ToySentencePieceModelMatchesSentencePiece) {
+  REQUIRE_ORACLES();
+  TempDir dir;
+  const fs::path file = dir.path() / "toy.model";
+  ASSERT_TRUE(run_python({"sp-toy", file.string()}));
+  const Tokenizer tok = Tokenizer::from_path(file);
+  auto texts = corpus_and_random(11);
+  for (const char* s : {"baba", "bab ab aba", "  the cab  [U]<tool>x", "x[U]y<tool>z", "a   b    c", "ababab the"})
+    texts.emplace_back(s);
+  compare(tok, texts, oracle("sp", file, texts, dir), "toy sentencepiece model");
+}
+
 // The same Mistral models written as tokenizer.json files (BPE with byte fallback) in both styles
 // transformers has produced: Prepend/Replace normalizers, and a Metaspace pre-tokenizer.
 TEST(TokenizerOracle, ByteFallbackTokenizerJsonMatchesTokenizers) {

@@ -10,6 +10,9 @@ for a text the oracle cannot speak for).
   tokenizer_oracle.py sp-vocab MODEL OUT_JSON         a .model's pieces as a GGUF "llama" vocabulary
   tokenizer_oracle.py sp-to-json MODEL SCHEME OUT     a .model as a tokenizer.json (BPE with byte
                                                       fallback; SCHEME legacy or metaspace)
+  tokenizer_oracle.py sp-toy OUT                      a small SentencePiece BPE model with what the
+                                                      Mistral ones lack: unused pieces (merged, then
+                                                      split back), user-defined pieces, no unk use
 """
 import json
 import sys
@@ -168,6 +171,45 @@ def sp_to_tokenizer_json(sp, scheme):
     return doc
 
 
+def proto_varint(n):
+    out = b""
+    while True:
+        b, n = n & 0x7F, n >> 7
+        if n == 0:
+            return out + bytes([b])
+        out += bytes([b | 0x80])
+
+
+def proto_field(number, wire, payload):
+    key = proto_varint(number << 3 | wire)
+    if wire == 2:
+        return key + proto_varint(len(payload)) + payload
+    if wire == 5:
+        return key + payload
+    return key + proto_varint(payload)
+
+
+def toy_sentencepiece_model():
+    """ModelProto bytes, written field by field (the protobuf package is not needed): 3 control /
+    unknown pieces, 256 byte pieces, user-defined "[U]" and "<tool>", and normal pieces where the
+    best-scored merges ("ba", "▁▁") are unused, so sentencepiece merges them and splits them back."""
+    import struct
+    pieces = [("<unk>", 0.0, 2), ("<s>", 0.0, 3), ("</s>", 0.0, 3)]
+    pieces += [(f"<0x{b:02X}>", 0.0, 6) for b in range(256)]
+    pieces += [("[U]", 0.0, 4), ("<tool>", 0.0, 4)]
+    normal = ["▁", "a", "b", "c", "l", "o", "e", "h", "t", "▁a", "ab", "aba", "lo", "▁lo", "he", "the",
+              "▁the", "ca", "cab", "▁▁▁", "▁c"]
+    pieces += [(p, -1.0 - 0.1 * i, 1) for i, p in enumerate(normal)]
+    pieces += [("ba", -0.05, 5), ("▁▁", -0.01, 5), ("bab", -0.5, 5)]
+    body = b"".join(proto_field(1, 2, proto_field(1, 2, p.encode()) +
+                                proto_field(2, 5, struct.pack("<f", score)) + proto_field(3, 0, kind))
+                    for p, score, kind in pieces)
+    trainer = (proto_field(3, 0, 2) + proto_field(35, 0, 1) + proto_field(40, 0, 0) +
+               proto_field(41, 0, 1) + proto_field(42, 0, 2))
+    normalizer = proto_field(1, 2, b"identity") + proto_field(3, 0, 1) + proto_field(4, 0, 1)
+    return body + proto_field(2, 2, trainer) + proto_field(3, 2, normalizer)
+
+
 def main():
     mode = sys.argv[1]
     if mode == "hf":
@@ -195,6 +237,9 @@ def main():
     elif mode == "sp-to-json":
         with open(sys.argv[4], "w", encoding="utf-8") as f:
             json.dump(sp_to_tokenizer_json(sp_processor(sys.argv[2]), sys.argv[3]), f, ensure_ascii=False)
+    elif mode == "sp-toy":
+        with open(sys.argv[2], "wb") as f:
+            f.write(toy_sentencepiece_model())
     else:
         raise SystemExit(f"unknown mode {mode}")
 
