@@ -541,3 +541,49 @@ TEST(ChatTemplateApi, RenderChatPassesTransformersVariables) {
 
 }  // namespace
 }  // namespace amk
+
+namespace amk {
+namespace {
+
+TEST(ChatTemplateCli, TemplateCommandPrintsWhatJinja2Renders) {
+  REQUIRE_ORACLE();
+  const fs::path source = fs::path(AMK_TESTDATA_DIR) / "templates" / "llama31_style.jinja";
+  const Json messages = Json::array({msg("system", "Be kind."), msg("user", "Hi — there"), msg("assistant", "Hello."),
+                                     msg("user", "Bye")});
+  const fs::path messages_file = scratch("messages.json");
+  {
+    std::ofstream f(messages_file, std::ios::binary);
+    f << messages.dump();
+  }
+  Json vars = Json{{"messages", messages}, {"tools", nullptr}, {"documents", nullptr},
+                   {"add_generation_prompt", true}, {"bos_token", "<|begin_of_text|>"}, {"date_string", "2 Feb 2025"}};
+  const std::vector<Rendered> expected =
+      render_with_jinja2(python, Json::array({Json{{"template", read_file(source)}, {"context", vars}}}));
+  ASSERT_EQ(expected.size(), 1u);
+  ASSERT_TRUE(expected[0].ok) << expected[0].text;
+
+  const testing::CommandResult r = testing::run_amk(
+      "template " + testing::shell_quote(source.string()) + " --messages " + testing::shell_quote(messages_file.string()) +
+      " --add-generation-prompt --var bos_token='<|begin_of_text|>' --var 'date_string=\"2 Feb 2025\"'");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, expected[0].text);
+
+  // A template error exits 1 and names the line; a missing file exits 2.
+  const fs::path bad = scratch("bad.jinja");
+  {
+    std::ofstream f(bad, std::ios::binary);
+    f << "ok\n{{ raise_exception('no tools here') }}";
+  }
+  const testing::CommandResult failed = testing::run_amk("template " + testing::shell_quote(bad.string()) +
+                                                         " --messages " + testing::shell_quote(messages_file.string()));
+  EXPECT_EQ(failed.exit_code, 1);
+  EXPECT_NE(failed.err.find("line 2: raise_exception(): no tools here"), std::string::npos) << failed.err;
+  const testing::CommandResult missing = testing::run_amk("template /nonexistent/t.jinja --messages " +
+                                                          testing::shell_quote(messages_file.string()));
+  EXPECT_EQ(missing.exit_code, 2);
+  fs::remove(bad);
+  fs::remove(messages_file);
+}
+
+}  // namespace
+}  // namespace amk
