@@ -503,8 +503,15 @@ TEST(ChatTemplateErrors, HostileTemplatesFailWithinTheLimits) {
   expect_error("{% set ns = namespace(l=[1]) %}{% for i in range(100) %}{% set ns.l = ns.l + ns.l %}{% endfor %}",
                "a list longer than");
   // Values nested by hand or containing themselves cannot recurse without bound either.
-  expect_error("{% set ns = namespace(v=[]) %}{% for i in range(5000) %}{% set ns.v = [ns.v] %}{% endfor %}{{ ns.v }}",
+  expect_error("{% set ns = namespace(v=[]) %}{% for i in range(100000) %}{% set ns.v = [ns.v] %}{% endfor %}",
+               "a list or dict nested deeper than 512 levels");
+  expect_error("{% set ns = namespace(v=[]) %}{% for i in range(300) %}{% set ns.v = [ns.v] %}{% endfor %}{{ ns.v }}",
                "nested too deeply");
+  // A chain of namespaces (each holding the previous one) is freed without deep recursion, and a
+  // namespace holding itself through a tuple (found by the fuzzer as a leak) renders and is freed.
+  EXPECT_EQ(ChatTemplate("{% set ns = namespace(v=0) %}{% for i in range(100000) %}{% set ns.v = namespace(v=ns.v) %}"
+                         "{% endfor %}done").render(Json::object()), "done");
+  EXPECT_EQ(ChatTemplate("{% set ns = namespace(s='') %}{% set ns.s = ns, 'x' %}{{ ns.s[1] }}").render(Json::object()), "x");
   expect_error("{% set ns = namespace() %}{% set ns.self = ns %}{{ ns }}", "nested too deeply");
   expect_error("{% set ns = namespace() %}{% set ns.self = ns %}{{ ns | tojson }}", "not JSON serializable");
 

@@ -3,6 +3,8 @@
 // raise_exception, strftime_now).
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string_view>
 
 #include "amk/chat_template.h"
@@ -17,7 +19,9 @@ bool is_known_test(std::string_view name);
 Value apply_filter(std::string_view name, const Value& subject, CallArgs& args, const TemplateLimits& limits);
 bool apply_test(std::string_view name, const Value& subject, CallArgs& args, const TemplateLimits& limits);
 
-// The global functions, as a dict of callables for the outermost scope.
-DictValue global_functions(const TemplateLimits& limits);
+// The global functions, as a dict of callables for the outermost scope. Every namespace() made
+// is passed to `on_namespace`: a namespace can be made to hold itself (set ns.x = ns), a
+// reference cycle that the evaluator breaks when the render ends.
+DictValue global_functions(const std::function<void(const std::shared_ptr<NamespaceValue>&)>& on_namespace);
 
 }  // namespace amk::tmpl

@@ -81,11 +81,18 @@ enum class Flow { Normal, Break, Continue };
 class Evaluator {
  public:
   Evaluator(const TemplateLimits& limits) : limits_(limits) {}
+  // Namespaces are the only values that can form reference cycles; emptying them all when the
+  // render ends (normally or by an error) frees whatever the cycles held.
+  ~Evaluator() {
+    for (const auto& ns : namespaces_) ns->attributes.entries.clear();
+  }
+  Evaluator(const Evaluator&) = delete;
+  Evaluator& operator=(const Evaluator&) = delete;
 
   std::string render(const Template& tmpl, const nlohmann::ordered_json& variables) {
     if (!variables.is_object()) throw TemplateError("the template variables must be a JSON object", 0);
     Frame builtins;
-    for (auto& [name, fn] : global_functions(limits_).entries) builtins.vars.emplace_back(name, fn);
+    for (auto& [name, fn] : global_functions([this](const auto& ns) { namespaces_.push_back(ns); }).entries) builtins.vars.emplace_back(name, fn);
     Frame top;
     top.parent = &builtins;
     for (const auto& [name, value] : variables.items()) top.set(name, from_json(value, limits_.max_value_depth));
@@ -481,6 +488,7 @@ class Evaluator {
   int depth_ = 0;
   int call_depth_ = 0;
   int64_t iterations_ = 0;
+  std::vector<std::shared_ptr<NamespaceValue>> namespaces_;
 };
 
 }  // namespace

@@ -69,13 +69,13 @@ DictValue keyword_dict(std::string_view function, CallArgs& args) {
 
 }  // namespace
 
-DictValue global_functions(const TemplateLimits& limits) {
-  (void)limits;
+DictValue global_functions(const std::function<void(const std::shared_ptr<NamespaceValue>&)>& on_namespace) {
   DictValue globals;
   globals.entries.emplace_back("range", Value::function("range", range));
-  globals.entries.emplace_back("namespace", Value::function("namespace", [](CallArgs& args) {
+  globals.entries.emplace_back("namespace", Value::function("namespace", [on_namespace](CallArgs& args) {
     auto ns = std::make_shared<NamespaceValue>();
     ns->attributes = keyword_dict("namespace", args);
+    on_namespace(ns);
     return Value(ns);
   }));
   globals.entries.emplace_back("dict", Value::function("dict", [](CallArgs& args) {

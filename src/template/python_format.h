@@ -13,13 +13,6 @@
 
 namespace amk::tmpl {
 
-// A runtime error without a line: the evaluator adds the line of the expression it was
-// evaluating and rethrows it as a TemplateError.
-class ValueError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 std::string python_str(const Value& v, int max_depth);
 std::string python_repr(const Value& v, int max_depth);
 std::string python_float_repr(double d);

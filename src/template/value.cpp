@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "amk/chat_template.h"
 
 namespace amk::tmpl {
@@ -12,11 +14,33 @@ const Value* DictValue::find(std::string_view key) const {
   return nullptr;
 }
 
+namespace {
+
+int checked_nesting(int deepest_child) {
+  if (deepest_child + 1 > kMaxValueNesting)
+    throw ValueError(fmt::format("a list or dict nested deeper than {} levels", kMaxValueNesting));
+  return deepest_child + 1;
+}
+
+}  // namespace
+
+int Value::nesting() const {
+  if (is_list()) return as_list().depth;
+  if (is_dict()) return as_dict().depth;
+  return 0;
+}
+
 Value Value::list(std::vector<Value> items, bool is_tuple) {
-  return Value(std::make_shared<const ListValue>(ListValue{std::move(items), is_tuple}));
+  int deepest = 0;
+  for (const Value& item : items) deepest = std::max(deepest, item.nesting());
+  const int depth = checked_nesting(deepest);
+  return Value(std::make_shared<const ListValue>(ListValue{std::move(items), is_tuple, depth}));
 }
 
 Value Value::dict(DictValue dict) {
+  int deepest = 0;
+  for (const auto& entry : dict.entries) deepest = std::max(deepest, entry.second.nesting());
+  dict.depth = checked_nesting(deepest);
   return Value(std::make_shared<const DictValue>(std::move(dict)));
 }
 

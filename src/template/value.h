@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -21,6 +22,19 @@ namespace amk::tmpl {
 
 class Value;
 
+// A runtime error without a line: the evaluator adds the line of the expression it was
+// evaluating and rethrows it as a TemplateError.
+class ValueError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Lists and dicts nest at most this deep however they are built (a namespace updated in a loop
+// can wrap a list once per iteration); destroying a value recurses once per level, so the cap
+// keeps that recursion off the end of the stack. A namespace counts as one level: the evaluator
+// keeps every namespace alive until the render ends and empties them one by one.
+inline constexpr int kMaxValueNesting = 512;
+
 // A missing variable, key or attribute. `message` is what jinja2 raises when the value is used in
 // a way Undefined refuses (arithmetic, attribute access, calls): "'x' is undefined".
 struct Undefined {
@@ -31,12 +45,14 @@ struct None {};
 struct ListValue {
   std::vector<Value> items;
   bool is_tuple = false;  // only changes how it prints: (1, 2) rather than [1, 2]
+  int depth = 1;          // set by Value::list
 };
 
 // Insertion-ordered like a Python dict. Keys are strings: JSON only has string keys, and a
 // template's dict literal with another key type is refused where it is built.
 struct DictValue {
   std::vector<std::pair<std::string, Value>> entries;
+  int depth = 1;  // set by Value::dict
   const Value* find(std::string_view key) const;
 };
 
@@ -71,6 +87,7 @@ class Value {
   static Value integer(int64_t i) { return Value(i); }
   static Value real(double d) { return Value(d); }
   static Value string(std::string s) { return Value(std::move(s)); }
+  // Throw ValueError beyond kMaxValueNesting.
   static Value list(std::vector<Value> items, bool is_tuple = false);
   static Value dict(DictValue dict);
   static Value function(std::string name, std::function<Value(CallArgs&)> call);
@@ -87,6 +104,9 @@ class Value {
   bool is_dict() const { return std::holds_alternative<std::shared_ptr<const DictValue>>(storage_); }
   bool is_namespace() const { return std::holds_alternative<std::shared_ptr<NamespaceValue>>(storage_); }
   bool is_callable() const { return std::holds_alternative<std::shared_ptr<const Callable>>(storage_); }
+
+  // Levels of list/dict nesting: 0 for scalars and namespaces.
+  int nesting() const;
 
   bool as_bool() const { return std::get<bool>(storage_); }
   int64_t as_int() const { return std::get<int64_t>(storage_); }
