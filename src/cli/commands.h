@@ -28,5 +28,6 @@ void add_oracle_command(CLI::App& app, Action& action);
 void add_make_model_command(CLI::App& app, Action& action);
 void add_bench_command(CLI::App& app, Action& action);
 void add_tokenize_command(CLI::App& app, Action& action);
+void add_template_command(CLI::App& app, Action& action);
 
 }  // namespace amk::cli
