@@ -53,6 +53,38 @@ struct Gemv {
   bool w_bf16;
 };
 
+// How x sits in shared memory. Linear: x[k] at xs[k]. Split (BF16 weights, K % 8 == 0): the
+// eight floats a 16-byte weight vector v meets, x[8v .. 8v+7], are float4 v of plane a
+// (x[8v .. 8v+3]) and float4 v of plane b (x[8v+4 .. 8v+7], K / 8 float4s later). A warp's lanes
+// (consecutive v) then read two contiguous 512-byte runs; the linear layout had them read 1 KiB
+// at a 32-byte stride, two shared-memory wavefronts per eight lanes (a 2-way bank conflict on
+// every x read of the GEMV's inner loop, which made the consumers, not HBM, the limit: ~25 GB/s
+// per SM).
+struct XLayout {
+  bool split = false;
+  int K8 = 0;  // K / 8 when split
+  __device__ __forceinline__ int slot4(int v) const {  // float4 index of x[4v .. 4v+3]
+    return split ? (v & 1) * K8 + (v >> 1) : v;
+  }
+  __device__ __forceinline__ int index(int k) const { return 4 * slot4(k >> 2) + (k & 3); }
+};
+__device__ __forceinline__ XLayout x_layout(const Gemv& g) {
+  XLayout l;
+  l.split = g.w_bf16 && g.K % 8 == 0;
+  l.K8 = g.K / 8;
+  return l;
+}
+// Where a lane's x vectors start: bf16 weight vector v meets a[v] and b[v]; f32 vector v, a[v].
+struct XView {
+  const float4* a;
+  const float4* b;
+  __device__ __forceinline__ XView at(int v0) const { return {a + v0, b + v0}; }
+};
+__device__ __forceinline__ XView x_view(const float* xs, const XLayout& l) {
+  const float4* xs4 = reinterpret_cast<const float4*>(xs);
+  return {xs4, xs4 + l.K8};
+}
+
 __device__ __forceinline__ int64_t last_dim(const amk_buffer_t& b) {
   return b.rank >= 1 ? b.shape[b.rank - 1] : b.numel;
 }
@@ -125,7 +157,7 @@ __device__ __forceinline__ bool vec4_ok(const amk_buffer_t& b, int64_t base) {
 template <typename Combine>
 __device__ __forceinline__ void build_x_vec4(const OpContext& c, const amk_buffer_t& a, int64_t a0,
                                              const amk_buffer_t& b, int64_t b0, int n4, float4* xs4,
-                                             Combine f) {
+                                             const XLayout& layout, Combine f) {
   constexpr int U = 4;
   for (int v0 = c.tid; v0 < n4; v0 += U * c.n_threads) {
     float4 x[U], y[U];
@@ -141,15 +173,16 @@ __device__ __forceinline__ void build_x_vec4(const OpContext& c, const amk_buffe
     for (int u = 0; u < U; ++u) {
       const int v = v0 + u * c.n_threads;
       if (v < n4)
-        xs4[v] = make_float4(f(x[u].x, y[u].x), f(x[u].y, y[u].y), f(x[u].z, y[u].z),
-                             f(x[u].w, y[u].w));
+        xs4[layout.slot4(v)] = make_float4(f(x[u].x, y[u].x), f(x[u].y, y[u].y),
+                                           f(x[u].z, y[u].z), f(x[u].w, y[u].w));
     }
   }
 }
 
-// Step 1: activation row r -> xs (K floats in shared memory). Ends with a consumer barrier.
+// Step 1: activation row r -> xs (K floats in shared memory, in `layout`). Ends with a consumer
+// barrier.
 __device__ __forceinline__ void build_x(const OpContext& c, const Gemv& g, int64_t r, float* xs,
-                                        float* red) {
+                                        float* red, const XLayout& layout) {
   const int op = c.inst->op;
   const int K = g.K;
   const int64_t base = r * K;
@@ -158,29 +191,39 @@ __device__ __forceinline__ void build_x(const OpContext& c, const Gemv& g, int64
                    (g.aux == nullptr || vec4_ok(*g.aux, op == AMK_OP_RMSNORM_GEMV_TILE ? 0 : base));
   if (op == AMK_OP_SILU_MUL_GEMV_TILE || op == AMK_OP_SILU_MUL_GEMV_ADD_TILE) {
     if (vec)
-      build_x_vec4(c, *g.x, base / 4, *g.aux, base / 4, K / 4, xs4,
+      build_x_vec4(c, *g.x, base / 4, *g.aux, base / 4, K / 4, xs4, layout,
                    [](float gate, float up) { return silu(gate) * up; });
     else
       for (int k = c.tid; k < K; k += c.n_threads)
-        xs[k] = silu(load_f(*g.x, base + k)) * load_f(*g.aux, base + k);
+        xs[layout.index(k)] = silu(load_f(*g.x, base + k)) * load_f(*g.aux, base + k);
   } else {
     if (vec)
-      build_x_vec4(c, *g.x, base / 4, *g.x, base / 4, K / 4, xs4,
+      build_x_vec4(c, *g.x, base / 4, *g.x, base / 4, K / 4, xs4, layout,
                    [](float x, float) { return x; });
     else
-      for (int k = c.tid; k < K; k += c.n_threads) xs[k] = load_f(*g.x, base + k);
+      for (int k = c.tid; k < K; k += c.n_threads) xs[layout.index(k)] = load_f(*g.x, base + k);
     if (op == AMK_OP_RMSNORM_GEMV_TILE) {
-      consumer_sync(c.n_threads);  // the copy above strides differently from rms_inv
-      const float inv = rms_inv(xs, K, c.inst->params.eps, red, c.tid, c.n_threads);
+      consumer_sync(c.n_threads);  // the copy above strides differently from the sum below
+      // rms_inv()'s sum (thread j adds x[j], x[j + n], ... in that order, then block_sum), read
+      // through the layout, so the fused norm rounds exactly as RMSNORM does.
+      float s = 0.0f;
+      for (int k = c.tid; k < K; k += c.n_threads) {
+        const float x = xs[layout.index(k)];
+        s += x * x;
+      }
+      s = block_sum(s, red, c.tid, c.n_threads);
+      const float inv = rsqrtf(s / float(K) + c.inst->params.eps);
       if (vec) {
         // In place: each thread rewrites only the vectors it reads.
         for (int v = c.tid; v < K / 4; v += c.n_threads) {
           const float4 w = load_f4(*g.aux, v);
-          const float4 x = xs4[v];
-          xs4[v] = make_float4(x.x * inv * w.x, x.y * inv * w.y, x.z * inv * w.z, x.w * inv * w.w);
+          const float4 x = xs4[layout.slot4(v)];
+          xs4[layout.slot4(v)] =
+              make_float4(x.x * inv * w.x, x.y * inv * w.y, x.z * inv * w.z, x.w * inv * w.w);
         }
       } else {
-        for (int k = c.tid; k < K; k += c.n_threads) xs[k] = xs[k] * inv * load_f(*g.aux, k);
+        for (int k = c.tid; k < K; k += c.n_threads)
+          xs[layout.index(k)] = xs[layout.index(k)] * inv * load_f(*g.aux, k);
       }
     }
   }
@@ -190,12 +233,10 @@ __device__ __forceinline__ void build_x(const OpContext& c, const Gemv& g, int64
 __device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
 
-// 16 bytes of weights against the matching x elements (8 bf16 or 4 f32 starting at vector v).
+// 16 bytes of weights (8 bf16 or 4 f32) against the matching x elements: a (and b for bf16).
 template <bool kBf16>
-__device__ __forceinline__ float dot16(uint4 w, const float* xs, int v, float acc) {
+__device__ __forceinline__ float dot16(uint4 w, float4 a, float4 b, float acc) {
   if constexpr (kBf16) {
-    const float4 a = reinterpret_cast<const float4*>(xs)[2 * v];
-    const float4 b = reinterpret_cast<const float4*>(xs)[2 * v + 1];
     acc = fmaf(bf16_lo(w.x), a.x, acc);
     acc = fmaf(bf16_hi(w.x), a.y, acc);
     acc = fmaf(bf16_lo(w.y), a.z, acc);
@@ -205,7 +246,6 @@ __device__ __forceinline__ float dot16(uint4 w, const float* xs, int v, float ac
     acc = fmaf(bf16_lo(w.w), b.z, acc);
     acc = fmaf(bf16_hi(w.w), b.w, acc);
   } else {
-    const float4 a = reinterpret_cast<const float4*>(xs)[v];
     acc = fmaf(__uint_as_float(w.x), a.x, acc);
     acc = fmaf(__uint_as_float(w.y), a.y, acc);
     acc = fmaf(__uint_as_float(w.z), a.z, acc);
@@ -213,12 +253,17 @@ __device__ __forceinline__ float dot16(uint4 w, const float* xs, int v, float ac
   }
   return acc;
 }
+// Weight vector v against x through the view.
+template <bool kBf16>
+__device__ __forceinline__ float dot16(uint4 w, const XView& xv, int v, float acc) {
+  return dot16<kBf16>(w, xv.a[v], kBf16 ? xv.b[v] : make_float4(0.f, 0.f, 0.f, 0.f), acc);
+}
 
 // This lane's part of dot(x, row) for a row of n_vec 16-byte vectors (shared or global). From
 // global memory four independent loads are in flight per lane (HBM latency); from the ring two
 // (shared memory is close). Not unrolled further: the registers belong to the whole megakernel.
 template <bool kBf16, bool kGlobal>
-__device__ __forceinline__ float lane_dot(const uint4* row, int n_vec, const float* xs, int lane) {
+__device__ __forceinline__ float lane_dot(const uint4* row, int n_vec, const XView& xs, int lane) {
   constexpr int kInFlight = kGlobal ? 4 : 2;
   float acc[kInFlight];
 #pragma unroll
@@ -241,17 +286,51 @@ __device__ __forceinline__ float lane_dot(const uint4* row, int n_vec, const flo
   return sum;
 }
 
+// Two rows against the same x vectors: each x load serves both (half the x traffic of two
+// lane_dot calls). row_b null: one row (.y stays 0). Shared-memory rows only.
+template <bool kBf16>
+__device__ __forceinline__ float2 lane_dot2(const uint4* row_a, const uint4* row_b, int n_vec,
+                                            const XView& xs, int lane) {
+  float2 acc = make_float2(0.0f, 0.0f);
+  if (row_b == nullptr) {
+    acc.x = lane_dot<kBf16, false>(row_a, n_vec, xs, lane);
+    return acc;
+  }
+  float a1 = 0.0f, b1 = 0.0f;
+  int v = lane;
+#pragma unroll 1
+  for (; v + 32 < n_vec; v += 64) {
+    const uint4 wa0 = row_a[v], wb0 = row_b[v], wa1 = row_a[v + 32], wb1 = row_b[v + 32];
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+    const float4 xa0 = xs.a[v], xa1 = xs.a[v + 32];
+    const float4 xb0 = kBf16 ? xs.b[v] : zero, xb1 = kBf16 ? xs.b[v + 32] : zero;
+    acc.x = dot16<kBf16>(wa0, xa0, xb0, acc.x);
+    acc.y = dot16<kBf16>(wb0, xa0, xb0, acc.y);
+    a1 = dot16<kBf16>(wa1, xa1, xb1, a1);
+    b1 = dot16<kBf16>(wb1, xa1, xb1, b1);
+  }
+#pragma unroll 1
+  for (; v < n_vec; v += 32) {
+    acc.x = dot16<kBf16>(row_a[v], xs, v, acc.x);
+    acc.y = dot16<kBf16>(row_b[v], xs, v, acc.y);
+  }
+  acc.x += a1;
+  acc.y += b1;
+  return acc;
+}
+
 // Scalar fallback for rows that are not 16-byte multiples (or a misaligned weight).
 __device__ __forceinline__ float lane_dot_scalar(const Gemv& g, int64_t n, const float* xs,
-                                                 int lane) {
+                                                 const XLayout& layout, int lane) {
   float acc = 0.0f;
   const int64_t base = n * g.K;
   if (g.w_bf16) {
     const uint16_t* w = static_cast<const uint16_t*>(g.W->ptr) + base;
-    for (int k = lane; k < g.K; k += 32) acc = fmaf(bf16_bits_to_float(__ldg(w + k)), xs[k], acc);
+    for (int k = lane; k < g.K; k += 32)
+      acc = fmaf(bf16_bits_to_float(__ldg(w + k)), xs[layout.index(k)], acc);
   } else {
     const float* w = static_cast<const float*>(g.W->ptr) + base;
-    for (int k = lane; k < g.K; k += 32) acc = fmaf(__ldg(w + k), xs[k], acc);
+    for (int k = lane; k < g.K; k += 32) acc = fmaf(__ldg(w + k), xs[layout.index(k)], acc);
   }
   return acc;
 }
@@ -294,20 +373,22 @@ __device__ __forceinline__ int row_segments(int n_rows, int n_warps, int n_tile,
   return segs > 1 ? segs : 1;
 }
 
-// Step 2 over the ring: the tile's rows arrive chunk by chunk; warp w takes the (row, segment)
-// pairs w, w + n_warps, ... of each chunk and leaves its dot-product partial in `part`. No
+// Step 2 over the ring: the tile's rows arrive chunk by chunk; warp w takes the (row pair,
+// segment) items w, w + n_warps, ... of each chunk (rows 2p and 2p + 1 share their x loads,
+// lane_dot2) and leaves its dot-product partials in `part`. No
 // consumer barrier per chunk: the stage's empty mbarrier counts one arrival per warp, and every
 // warp waits on every chunk (even one with no work for it) before releasing it, so a stage can
 // never be refilled under a warp still reading it. False when the launch aborted mid-tile.
 template <bool kBf16>
 __device__ __forceinline__ bool gemv_from_ring(const OpContext& c, const Gemv& g,
-                                               const RingTile& t, const float* xs, float* part,
+                                               const RingTile& t, const XView& xs, float* part,
                                                int part_floats, RingCursor cur) {
   const WeightRing& ring = *c.ring;
   const int warp = c.tid >> 5, lane = c.tid & 31, n_warps = c.n_threads >> 5;
   const int n_vec = int(t.row_bytes / 16);
   // One segment count for the whole tile (from the full chunks), so part's layout is fixed.
-  const int segs = row_segments(min(t.rows_per_chunk, t.rows), n_warps, t.rows, part_floats);
+  const int segs =
+      row_segments((min(t.rows_per_chunk, t.rows) + 1) / 2, n_warps, t.rows, part_floats);
   bool aborted = false;
   for (int row0 = 0; row0 < t.rows && !aborted; row0 += t.rows_per_chunk) {
     const int n_rows = min(t.rows_per_chunk, t.rows - row0);
@@ -316,13 +397,22 @@ __device__ __forceinline__ bool gemv_from_ring(const OpContext& c, const Gemv& g
       break;
     }
     const uint8_t* stage = ring.stage_base + int64_t(cur.stage) * ring.chunk_bytes;
-    for (int item = warp; item < n_rows * segs; item += n_warps) {
-      const int i = item / segs, seg = item - i * segs;
+    const int n_pairs = (n_rows + 1) / 2;
+    for (int item = warp; item < n_pairs * segs; item += n_warps) {
+      const int pair = item / segs, seg = item - pair * segs;
+      const int i = 2 * pair;
+      const bool two = i + 1 < n_rows;
       const int v0 = int(int64_t(n_vec) * seg / segs), v1 = int(int64_t(n_vec) * (seg + 1) / segs);
       const uint4* row = reinterpret_cast<const uint4*>(stage + int64_t(i) * t.row_bytes);
-      const float dot =
-          warp_sum(lane_dot<kBf16, false>(row + v0, v1 - v0, xs + v0 * (kBf16 ? 8 : 4), lane));
-      if (lane == 0) part[(row0 + i) * segs + seg] = dot;
+      const uint4* next = two ? row + t.row_bytes / 16 : nullptr;
+      const float2 dot = lane_dot2<kBf16>(row + v0, two ? next + v0 : nullptr, v1 - v0,
+                                          xs.at(v0), lane);
+      const float d0 = warp_sum(dot.x);
+      const float d1 = two ? warp_sum(dot.y) : 0.0f;
+      if (lane == 0) {
+        part[(row0 + i) * segs + seg] = d0;
+        if (two) part[(row0 + i + 1) * segs + seg] = d1;
+      }
     }
     ring_release(ring, cur);
     cur.advance(ring.n_stages);
@@ -333,7 +423,8 @@ __device__ __forceinline__ bool gemv_from_ring(const OpContext& c, const Gemv& g
 
 // Step 2 from global memory for activation row r: warps take whole rows.
 __device__ __forceinline__ void gemv_from_global(const OpContext& c, const Gemv& g, int64_t r,
-                                                 const float* xs, float* part) {
+                                                 const float* xs, const XLayout& layout,
+                                                 float* part) {
   const int warp = c.tid >> 5, lane = c.tid & 31, n_warps = c.n_threads >> 5;
   const int64_t row_bytes = int64_t(g.K) * (g.w_bf16 ? 2 : 4);
   const bool vec = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(g.W->ptr) % 16 == 0;
@@ -344,10 +435,11 @@ __device__ __forceinline__ void gemv_from_global(const OpContext& c, const Gemv&
     if (vec) {
       const uint4* row =
           reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(g.W->ptr) + n * row_bytes);
-      p = g.w_bf16 ? lane_dot<true, true>(row, n_vec, xs, lane)
-                   : lane_dot<false, true>(row, n_vec, xs, lane);
+      const XView xv = x_view(xs, layout);
+      p = g.w_bf16 ? lane_dot<true, true>(row, n_vec, xv, lane)
+                   : lane_dot<false, true>(row, n_vec, xv, lane);
     } else {
-      p = lane_dot_scalar(g, n, xs, lane);
+      p = lane_dot_scalar(g, n, xs, layout, lane);
     }
     const float dot = warp_sum(p);
     if (lane == 0) part[j] = dot;
@@ -371,6 +463,7 @@ __device__ inline void op_gemv(const OpContext& c) {
   const int part_floats = c.scratch_bytes / 4 - kReduceFloats - g.K;
   const RingTile t =
       ring_tile(*c.inst, *c.ring, [&](int i) -> const amk_buffer_t& { return in_buf(c, i); });
+  const XLayout layout = x_layout(g);
   if (t.eligible) {  // one activation row; the producer is streaming this tile's rows
     WeightRing& ring = *c.ring;
     // Every thread reads the cursor BEFORE build_x's barrier; thread 0 stores the advanced one
@@ -381,17 +474,20 @@ __device__ inline void op_gemv(const OpContext& c) {
     // done. So a CTA's consecutive tiles of one projection build x once. Every thread reads the
     // key before build_x's barrier; thread 0 rewrites it only after that barrier.
     const int in1 = gemv_weight_input(c.inst->op) == 2 ? c.inst->inputs[1] : -1;
-    const bool x_ready = ring.x_op == c.inst->op && ring.x_in0 == c.inst->inputs[0] &&
+    // The key holds the layout too (bit 8): a tile of another weight dtype lays x out anew.
+    const int x_key = c.inst->op | (layout.split ? 0x100 : 0);
+    const bool x_ready = ring.x_op == x_key && ring.x_in0 == c.inst->inputs[0] &&
                          ring.x_in1 == in1 && ring.x_epoch == c.epoch;
     if (!x_ready)
-      build_x(c, g, 0, xs, red);
+      build_x(c, g, 0, xs, red, layout);
     else
       consumer_sync(c.n_threads);  // the cursor reads above precede thread 0's update below
     mark_body_begin(c);
-    const bool ok = g.w_bf16 ? gemv_from_ring<true>(c, g, t, xs, part, part_floats, start)
-                             : gemv_from_ring<false>(c, g, t, xs, part, part_floats, start);
+    const XView xv = x_view(xs, layout);
+    const bool ok = g.w_bf16 ? gemv_from_ring<true>(c, g, t, xv, part, part_floats, start)
+                             : gemv_from_ring<false>(c, g, t, xv, part, part_floats, start);
     if (ok && c.tid == 0) {
-      ring.x_op = c.inst->op;
+      ring.x_op = x_key;
       ring.x_in0 = c.inst->inputs[0];
       ring.x_in1 = in1;
       ring.x_epoch = c.epoch;
@@ -405,8 +501,8 @@ __device__ inline void op_gemv(const OpContext& c) {
   }
   if (c.tid == 0) c.ring->x_op = -1;  // read by no thread before the op's end barrier
   for (int64_t r = 0; r < g.rows; ++r) {
-    build_x(c, g, r, xs, red);
-    gemv_from_global(c, g, r, xs, part);
+    build_x(c, g, r, xs, red, layout);
+    gemv_from_global(c, g, r, xs, layout, part);
     if (r + 1 < g.rows) consumer_sync(c.n_threads);  // xs and part are rebuilt for the next row
   }
 }
