@@ -39,6 +39,26 @@ TEST(OracleCli, BothFixturesPass) {
   }
 }
 
+// --device cpu is the fast CPU decoder, cpu-ref the reference VM: both pass the oracle, both run
+// the same greedy tokens, and the stderr of a piped run holds no progress line.
+TEST(OracleCli, CpuAndCpuRefAgree) {
+  for (const char* device : {"cpu", "cpu-ref"}) {
+    const auto r = run_amk("oracle " + fixture("tiny-qwen3") + " --expected " +
+                           expected("tiny-qwen3") + " --device " + device);
+    EXPECT_EQ(r.exit_code, 0) << device << "\n" << r.out << r.err;
+    EXPECT_NE(r.out.find("PASS"), std::string::npos) << device;
+  }
+  const std::string args = "run " + fixture("tiny-llama") + " --prompt-ids 5,17,3 -n 12 --device ";
+  const auto fast = run_amk(args + "cpu"), ref = run_amk(args + "cpu-ref");
+  ASSERT_EQ(fast.exit_code, 0) << fast.err;
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  EXPECT_EQ(fast.out, ref.out);
+  EXPECT_EQ(fast.err, "");
+  const auto unknown = run_amk(args + "gpu");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("cpu, cpu-ref or cuda"), std::string::npos) << unknown.err;
+}
+
 TEST(OracleCli, AnotherModelsOutputsFailWithExitOne) {
   const auto r =
       run_amk("oracle " + fixture("tiny-llama") + " --expected " + expected("tiny-qwen3"));

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -34,6 +35,19 @@ Tensor computed_const_value(const Buffer& buffer, const ModelConfig& config);
 // How a correctness check reaches late positions, and several split-KV blocks, on a big model.
 std::vector<std::pair<int64_t, Tensor>> seeded_kv_state(const Program& program, int64_t position,
                                                         uint64_t seed);
+
+// The values seeded_kv_state gives one KV cache: element i (row-major over the lowered layout
+// [max_context, n_kv_heads, head_dim]) of the cache named `cache_name` (kv_cache_name() in
+// amk/lowering.h). A decoder that stores its cache in another layout (FastCpuDecoder) reads its
+// seeded state from here, so every backend seeks to the same values.
+class SeededKvValues {
+ public:
+  SeededKvValues(std::string_view cache_name, uint64_t seed);
+  float operator()(int64_t element) const;
+
+ private:
+  uint64_t base_;
+};
 
 // Throws DecodeError when `logits` (the step at `position`) hold a NaN or an infinity: a token
 // argmax'd from them would be garbage (NaN weights, or an overflow), so no decoder returns one.

@@ -1,6 +1,6 @@
-// `amk oracle MODEL_DIR --expected FILE [--device cpu|cuda] [--gpu h100|auto] [--weights
+// `amk oracle MODEL_DIR --expected FILE [--device cpu|cpu-ref|cuda] [--gpu h100|auto] [--weights
 // fp32|bf16]`: the whole-model correctness check against transformers' outputs (amk/oracle.h), on
-// the reference VM or the CUDA VM. Exit 0 PASS, 1 FAIL, 2 invalid input (or no usable CUDA).
+// the fast CPU decoder, the reference VM or the CUDA VM. Exit 0 PASS, 1 FAIL, 2 invalid input (or no usable CUDA).
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -10,6 +10,7 @@
 #include <numeric>
 #include <string>
 
+#include "amk/cpu_decoder.h"
 #include "amk/cuda_vm.h"
 #include "amk/decoder.h"
 #include "amk/lowering.h"
@@ -52,21 +53,31 @@ int run_oracle_command(const OracleOptions& opt) {
     if (!check_positions(in->checkpoint.config(), int64_t(e.sequence_ids.size()),
                          fmt::format("--expected's sequence_ids ({} tokens)", e.sequence_ids.size())))
       return kExitBadInput;
-    Program p = lower(in->checkpoint.config(), in->schedule(*target, int64_t(e.sequence_ids.size())), *target,
-                      int64_t(e.sequence_ids.size()), *weight_dtype);
-    if (!on_cuda)
-      if (const std::string problem = host_memory_problem(p); !problem.empty()) {
-        std::cerr << "amk: invalid input: " << problem << "\n";
-        return kExitBadInput;
-      }
-    if (on_cuda) {
-      CudaVmOptions vm_options;
-      vm_options.timeout_s = opt.timeout_s;
-      vm_options.weight_ring = !opt.no_weight_ring;
-      CudaDecoder decoder(in->checkpoint, std::move(p), vm_options);
+    const auto context = int64_t(e.sequence_ids.size());
+    if (opt.device == "cpu") {  // the fast CPU decoder: nothing to lower
+      CpuDecoderOptions cpu_options;
+      // --weights as the reference applies it: fp32 widens, bf16 rounds; neither: as stored.
+      if (!opt.weights.empty())
+        cpu_options.weights = *weight_dtype == DType::F32 ? CpuWeights::F32 : CpuWeights::BF16;
+      FastCpuDecoder decoder(in->checkpoint, context, cpu_options);
       r = run_oracle(decoder, e, opt.tolerance);
     } else {
-      r = run_oracle(in->checkpoint, p, e, opt.tolerance);
+      Program p = lower(in->checkpoint.config(), in->schedule(*target, context), *target, context,
+                        *weight_dtype);
+      if (!on_cuda)
+        if (const std::string problem = host_memory_problem(p); !problem.empty()) {
+          std::cerr << "amk: invalid input: " << problem << "\n";
+          return kExitBadInput;
+        }
+      if (on_cuda) {
+        CudaVmOptions vm_options;
+        vm_options.timeout_s = opt.timeout_s;
+        vm_options.weight_ring = !opt.no_weight_ring;
+        CudaDecoder decoder(in->checkpoint, std::move(p), vm_options);
+        r = run_oracle(decoder, e, opt.tolerance);
+      } else {
+        r = run_oracle(in->checkpoint, p, e, opt.tolerance);
+      }
     }
   } catch (const DecodeError& e) {
     std::cerr << "amk: " << e.what() << "\n";
@@ -120,7 +131,8 @@ void add_oracle_command(CLI::App& app, Action& action) {
   cmd->add_option("--expected", opt->expected,
                   "expected.safetensors (prompt_ids, sequence_ids, logits)")
       ->required();
-  cmd->add_option("--device", opt->device, "cpu (reference VM) or cuda")->capture_default_str();
+  cmd->add_option("--device", opt->device,
+                  "cpu (the fast CPU decoder), cpu-ref (the reference VM) or cuda")->capture_default_str();
   cmd->add_option("--config", opt->config,
                   "ScheduleConfig JSON file (default: derived from the model and the target)");
   cmd->add_option("--gpu", opt->gpu,

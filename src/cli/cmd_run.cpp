@@ -1,7 +1,8 @@
-// `amk run MODEL_DIR --device cpu|cuda --prompt-ids 1,2,3 -n 32`: greedy generation. The decode
-// step is lowered once and every token (prompt and generated) is one step of that program: on
-// the CPU ReferenceVM, or on the CUDA VM, where the generated tokens come from multi-step
-// launches with no host round trip inside one.
+// `amk run MODEL_DIR --device cpu|cpu-ref|cuda --prompt-ids 1,2,3 -n 32`: greedy generation, every
+// token (prompt and generated) one decode step. `cpu` runs the fast CPU decoder
+// (amk/cpu_decoder.h) straight from the checkpoint; `cpu-ref` and `cuda` lower the decode step
+// once and run that program: on the ReferenceVM (the oracle), or on the CUDA VM, where the
+// generated tokens come from multi-step launches with no host round trip inside one.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "amk/cpu_decoder.h"
 #include "amk/cuda_vm.h"
 #include "amk/decoder.h"
 #include "amk/lowering.h"
@@ -71,20 +73,24 @@ int run_run(const RunOptions& opt) {
                        fmt::format("--prompt-ids ({} tokens) and -n {}", prompt->size(), opt.n)))
     return kExitBadInput;
   try {
-    Program program =
-        lower(in->checkpoint.config(), in->schedule(*target, max_context), *target, max_context,
-              in->weight_dtype);
-    if (opt.device == "cpu")
-      if (const std::string problem = host_memory_problem(program); !problem.empty()) {
-        std::cerr << "amk: cannot run '" << opt.model_dir << "' with a context of " << max_context
-                  << " tokens: " << problem << "\n";
-        return kExitBadInput;
-      }
     std::unique_ptr<Decoder> dec;
-    if (opt.device == "cuda")
-      dec = std::make_unique<CudaDecoder>(in->checkpoint, std::move(program));
-    else
-      dec = std::make_unique<ReferenceDecoder>(in->checkpoint, std::move(program));
+    if (opt.device == "cpu") {  // the fast CPU decoder runs the model itself: nothing to lower
+      dec = make_cpu_decoder(in->checkpoint, max_context, CpuDecoderKind::Fast);
+    } else {
+      Program program =
+          lower(in->checkpoint.config(), in->schedule(*target, max_context), *target, max_context,
+                in->weight_dtype);
+      if (opt.device == "cpu-ref")
+        if (const std::string problem = host_memory_problem(program); !problem.empty()) {
+          std::cerr << "amk: cannot run '" << opt.model_dir << "' with a context of "
+                    << max_context << " tokens: " << problem << "\n";
+          return kExitBadInput;
+        }
+      if (opt.device == "cuda")
+        dec = std::make_unique<CudaDecoder>(in->checkpoint, std::move(program));
+      else
+        dec = std::make_unique<ReferenceDecoder>(in->checkpoint, std::move(program));
+    }
     const std::vector<int64_t> out = dec->generate(*prompt, opt.n);
     std::string line;
     for (int64_t id : out) line += (line.empty() ? "" : ",") + std::to_string(id);
@@ -107,7 +113,8 @@ void add_run_command(CLI::App& app, Action& action) {
   auto opt = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "Greedy-generate tokens from a checkpoint");
   cmd->add_option("model_dir", opt->model_dir, "Checkpoint folder or .gguf file")->required();
-  cmd->add_option("--device", opt->device, "cpu (reference VM) or cuda")->capture_default_str();
+  cmd->add_option("--device", opt->device,
+                  "cpu (the fast CPU decoder), cpu-ref (the reference VM: the oracle) or cuda")->capture_default_str();
   cmd->add_option("--prompt-ids", opt->prompt, "Prompt token ids, e.g. 1,2,3")->required();
   cmd->add_option("-n", opt->n, "Tokens to generate")
       ->capture_default_str()

@@ -193,14 +193,14 @@ std::string output_folder_problem(const std::string& dir) {
 }
 
 bool check_device(const std::string& device, bool runs_cuda) {
-  if (device == "cpu") return true;
+  if (device == "cpu" || device == "cpu-ref") return true;
   if (device != "cuda") {
-    std::cerr << "amk: unknown --device '" << device << "' (cpu or cuda)\n";
+    std::cerr << "amk: unknown --device '" << device << "' (cpu, cpu-ref or cuda)\n";
     return false;
   }
   if (!runs_cuda) {
     std::cerr << "amk: --device cuda: this command does not drive the CUDA VM yet; use --device "
-                 "cpu (the reference VM)\n";
+                 "cpu\n";
     return false;
   }
   const CudaAvailability a = cuda_availability();
@@ -209,6 +209,10 @@ bool check_device(const std::string& device, bool runs_cuda) {
     return false;
   }
   return true;
+}
+
+CpuDecoderKind cpu_decoder_kind(const std::string& device) {
+  return device == "cpu-ref" ? CpuDecoderKind::Reference : CpuDecoderKind::Fast;
 }
 
 std::string auto_target_name() {

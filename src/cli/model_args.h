@@ -8,12 +8,16 @@
 #include <vector>
 
 #include "amk/checkpoint.h"
+#include "amk/cpu_decoder.h"
 #include "amk/cuda_vm.h"
 #include "amk/ir.h"
 
 namespace amk::cli {
 
 std::optional<Checkpoint> open_checkpoint(const std::string& folder);
+
+// The CPU decoder a --device value names ("cpu" or "cpu-ref"; check_device() has accepted it).
+CpuDecoderKind cpu_decoder_kind(const std::string& device);
 
 // A ScheduleConfig as its JSON object (the "config" of the program format), from a regular file
 // or "-" (standard input). An empty path, or a file holding {}, gives the defaults. An unknown
@@ -58,7 +62,8 @@ std::string overwrite_problem(const std::string& output, const std::vector<std::
 // that is not empty ("is not empty (3 entries)"). "" for a new or empty folder.
 std::string output_folder_problem(const std::string& dir);
 
-// "cpu" runs on the ReferenceVM. "cuda" is accepted only by a command that drives the CUDA VM
+// "cpu" runs the fast CPU decoder (amk/cpu_decoder.h), "cpu-ref" the ReferenceVM over the lowered
+// program (the oracle: slow, op by op in double). "cuda" is accepted only by a command that drives the CUDA VM
 // (`runs_cuda`) and only where cuda_availability() says it is usable; otherwise the message says
 // why (built without CUDA, no GPU, or the command has no CUDA path yet).
 bool check_device(const std::string& device, bool runs_cuda = false);

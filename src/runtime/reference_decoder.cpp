@@ -64,9 +64,18 @@ ReferenceDecoder::ReferenceDecoder(const Checkpoint& checkpoint, Program program
   reset();
 }
 
+// Keyed by the cache's name, not its id: programs of one model lowered differently (fused,
+// split) name their caches alike, so one seed gives them the same state.
+SeededKvValues::SeededKvValues(std::string_view cache_name, uint64_t seed)
+    : base_(splitmix64(seed ^ splitmix64(fnv1a64(cache_name)))) {}
+
+// splitmix64 of (seed, cache, element): no generator state, so no order dependence.
+float SeededKvValues::operator()(int64_t element) const {
+  return float(double(splitmix64(base_ + uint64_t(element)) >> 11) * 0x1.0p-52 - 1.0);
+}
+
 std::vector<std::pair<int64_t, Tensor>> seeded_kv_state(const Program& program, int64_t position,
                                                         uint64_t seed) {
-  // splitmix64 of (seed, cache, element): no generator state, so no order dependence.
   std::vector<std::pair<int64_t, Tensor>> state;
   for (const Buffer& b : program.buffers) {
     if (b.kind != BufferKind::KV_CACHE || b.shape.empty() || b.shape[0] < 1) continue;
@@ -75,11 +84,8 @@ std::vector<std::pair<int64_t, Tensor>> seeded_kv_state(const Program& program, 
                                     b.name, b.shape[0]));
     const int64_t row = b.numel() / b.shape[0];
     std::vector<float> values(size_t(b.numel()), 0.0f);
-    // Keyed by the cache's name, not its id: programs of one model lowered differently (fused,
-    // split) name their caches alike, so one seed gives them the same state.
-    const uint64_t base = splitmix64(seed ^ splitmix64(fnv1a64(b.name)));
-    for (int64_t i = 0; i < position * row; ++i)
-      values[size_t(i)] = float(double(splitmix64(base + uint64_t(i)) >> 11) * 0x1.0p-52 - 1.0);
+    const SeededKvValues seeded(b.name, seed);
+    for (int64_t i = 0; i < position * row; ++i) values[size_t(i)] = seeded(i);
     state.emplace_back(b.id, Tensor::from_floats(b.dtype, b.shape, values));
   }
   return state;
