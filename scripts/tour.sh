@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job: build, make the bundled tiny Llama-3.2-shaped checkpoint (random weights; real
+# A tour of the lower layers: build, make the bundled tiny Llama-3.2-shaped checkpoint (random weights; real
 # ones cannot be downloaded here), compile its decode step for an H100 and generate tokens on the
 # CPU ReferenceVM; check the bundled fixture against transformers' outputs on the GPU's CUDA VM
 # when a usable GPU is present (and benchmark the tiny model there), else on the CPU. Then the
