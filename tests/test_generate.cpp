@@ -394,8 +394,12 @@ TEST(GenerateSmolLM2, PerplexityEqualsATeacherForcedComputation) {
 
 TEST(GenerateSmolLM2, ChatFromAScriptKeepsTheCacheBetweenTurns) {
   SKIP_WITHOUT_SMOLLM2(path);
-  const auto r = run_amk("chat " + shell_quote(path.string()) +
-                         " --temp 0 -n 10 --ctx 256 --device cpu <<'EOF'\nWhat is the capital of France?\nThanks!\nEOF");
+  // Two user messages on stdin (a file: run_amk appends its own redirections to the command).
+  const fs::path script = fs::temp_directory_path() / ("amk_chat_" + std::to_string(::getpid()) + ".txt");
+  std::ofstream(script) << "What is the capital of France?\nThanks!\n";
+  const auto r = run_amk("chat " + shell_quote(path.string()) + " --temp 0 -n 10 --ctx 256 --device cpu < " +
+                         shell_quote(script.string()));
+  fs::remove(script);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(r.out.starts_with("The capital of France is Paris.\n")) << r.out;
   // Turn 1 reads its 37 prompt tokens; turn 2 reuses them and the 7 reply tokens fed back.
@@ -430,7 +434,7 @@ TEST(GenerateSmolLM2, ChatUnderTmuxAnswersOnTheScreen) {
     }
     return false;
   };
-  EXPECT_TRUE(wait_for("> ", 120)) << screen();
+  EXPECT_TRUE(wait_for("Ctrl-C stops a reply.", 120)) << screen();  // the banner, then the "> " prompt
   (void)std::system(("tmux send-keys -t " + session + " 'What is the capital of France?' Enter").c_str());
   EXPECT_TRUE(wait_for("The capital of France is Paris.", 240)) << screen();
   EXPECT_TRUE(wait_for("reused from the cache", 30)) << screen();
