@@ -62,8 +62,8 @@ class Tokenizer {
   static Tokenizer from_sentencepiece(std::span<const std::byte> model_bytes,
                                       std::string_view name = "tokenizer.model");
   static Tokenizer from_gguf_vocab(const GgufVocab& vocab, std::string_view name = "GGUF vocabulary");
-  // A model folder (its tokenizer.json, else tokenizer.model), a tokenizer.json, or a .model file.
-  // A .gguf file is refused for now: the GGUF reader fills a GgufVocab for from_gguf_vocab().
+  // A model folder (its tokenizer.json, else tokenizer.model), a tokenizer.json, a .model file,
+  // or a .gguf file (its tokenizer.ggml.* metadata, through tokenizer_from_gguf).
   static Tokenizer from_path(const std::filesystem::path& path);
 
   // Token ids of `text`. Added and special tokens written in the text are matched as tokens.
@@ -93,5 +93,14 @@ class Tokenizer {
   explicit Tokenizer(std::shared_ptr<const tokenizer_detail::Pipeline> p);
   std::shared_ptr<const tokenizer_detail::Pipeline> pipeline_;
 };
+
+struct GgufContents;
+
+// The tokenizer.ggml.* metadata of a parsed GGUF file. Throws TokenizerError naming the file and
+// the key that is absent (tokenizer.ggml.model, .tokens) or of the wrong type.
+GgufVocab gguf_vocab_from(const GgufContents& gguf);
+// The tokenizer a .gguf file holds: GgufFile::open, gguf_vocab_from, from_gguf_vocab. Throws
+// TokenizerError (a malformed file included).
+Tokenizer tokenizer_from_gguf(const std::filesystem::path& path);
 
 }  // namespace amk

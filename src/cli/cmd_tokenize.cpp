@@ -1,8 +1,9 @@
 // `amk tokenize SOURCE (-p TEXT | --jsonl FILE) [--add-special] [--decode [--skip-special]]`:
-// text to token ids with a model's tokenizer (a model folder, a tokenizer.json or a SentencePiece
-// .model). -p prints the ids and each token's piece for people; --jsonl reads one JSON string per
-// line and writes one JSON array of ids per line, for programs. --decode goes the other way:
-// -p takes ids ("1,2,3" or "1 2 3"), --jsonl lines are arrays of ids and come back as strings.
+// text to token ids with a model's tokenizer (a model folder, a tokenizer.json, a SentencePiece
+// .model, or a .gguf file's vocabulary). -p prints the ids and each token's piece for people;
+// --jsonl reads one JSON string per line and writes one JSON array of ids per line, for
+// programs. --decode goes the other way: -p takes ids ("1,2,3" or "1 2 3"), --jsonl lines are
+// arrays of ids and come back as strings.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -175,8 +176,8 @@ int run_tokenize(const TokenizeOptions& opt) {
 void add_tokenize_command(CLI::App& app, Action& action) {
   auto opt = std::make_shared<TokenizeOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "tokenize", "Text to token ids (and back) with a model's tokenizer.json or SentencePiece .model");
-  cmd->add_option("source", opt->source, "Model folder, tokenizer.json or SentencePiece .model")->required();
+      "tokenize", "Text to token ids (and back) with a model's tokenizer.json, SentencePiece .model or GGUF vocabulary");
+  cmd->add_option("source", opt->source, "Model folder, tokenizer.json, SentencePiece .model or .gguf file")->required();
   cmd->add_option("-p,--prompt", opt->prompt, "Text to tokenize (with --decode: ids such as 1,2,3)");
   cmd->add_option("--jsonl", opt->jsonl,
                   "File (- for stdin) of one JSON string per line; prints one JSON array of ids per line");

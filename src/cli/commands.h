@@ -29,5 +29,8 @@ void add_make_model_command(CLI::App& app, Action& action);
 void add_bench_command(CLI::App& app, Action& action);
 void add_tokenize_command(CLI::App& app, Action& action);
 void add_template_command(CLI::App& app, Action& action);
+void add_generate_command(CLI::App& app, Action& action);
+void add_chat_command(CLI::App& app, Action& action);
+void add_perplexity_command(CLI::App& app, Action& action);
 
 }  // namespace amk::cli

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "amk/gguf.h"
 #include "amk/tokenizer.h"
 #include "model/strict_json.h"  // read_text_file
 
@@ -33,12 +34,9 @@ Tokenizer Tokenizer::from_path(const std::filesystem::path& path) {
     throw TokenizerError(fmt::format("{}: the folder has no tokenizer.json or tokenizer.model", path.string()));
   }
   if (!fs::exists(path, ec)) throw TokenizerError(fmt::format("{}: no such file", path.string()));
-  const auto gguf = [&] {
-    return TokenizerError(fmt::format("{}: GGUF tokenizers: not yet wired (build one from GgufVocab)", path.string()));
-  };
-  if (path.extension() == ".gguf") throw gguf();  // before reading: a GGUF is gigabytes
+  // Before reading the file whole: a GGUF is gigabytes, and is memory-mapped instead.
+  if (path.extension() == ".gguf" || looks_like_gguf(path)) return tokenizer_from_gguf(path);
   const std::string text = read_capped(path);
-  if (text.starts_with("GGUF")) throw gguf();
   // A tokenizer.json is a JSON object; anything else is taken for a SentencePiece ModelProto.
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') return from_hf_json(text, path.string());
