@@ -86,9 +86,8 @@ std::optional<TextModel> open_text_model(const std::string& model, ModelText tex
       options.device = device.index;
       decoder = std::make_unique<CudaDecoder>(in->checkpoint, std::move(program), options);
     } else {
-      auto reference = std::make_unique<ReferenceDecoder>(in->checkpoint, std::move(program));
-      reference->step_timeout_s = 600;  // a big model's step is slow on the CPU; Ctrl-C still works between steps
-      decoder = std::move(reference);
+      // The fast CPU decoder (amk/cpu_decoder.h), checked against the ReferenceVM in its tests.
+      decoder = make_cpu_decoder(in->checkpoint, *context, CpuDecoderKind::Fast);
     }
     progress_done();
     std::vector<int64_t> eos = in->checkpoint.eos_token_ids();
