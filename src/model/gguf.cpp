@@ -3,8 +3,6 @@
 #include "amk/gguf.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -16,6 +14,7 @@
 #include <cstring>
 #include <limits>
 
+#include "model/mapped_file.h"
 #include "model/strict_json.h"
 
 namespace amk {
@@ -564,16 +563,8 @@ GgufContents parse_gguf(std::span<const std::byte> file, std::string_view displa
 
 struct GgufFile::State {
   std::filesystem::path path;
-  void* addr = nullptr;
-  size_t size = 0;
+  model_detail::MappedFile file;
   GgufContents contents;
-
-  State() = default;
-  State(const State&) = delete;
-  State& operator=(const State&) = delete;
-  ~State() {
-    if (addr) ::munmap(addr, size);
-  }
 };
 
 GgufFile::GgufFile(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -585,40 +576,15 @@ GgufFile GgufFile::open(const std::filesystem::path& path) {
   auto state = std::make_unique<State>();
   state->path = path;
   const std::string name = path.string();
-  const auto fail = [&](const std::string& what) {
-    throw GgufError(fmt::format("{}: {}", name, what));
-  };
-  // O_NONBLOCK: a FIFO would otherwise block the open; it is then refused as not a regular file.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) fail(fmt::format("cannot open: {}", std::strerror(errno)));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    fail(fmt::format("cannot stat: {}", std::strerror(err)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail("not a regular file");
-  }
-  state->size = static_cast<size_t>(st.st_size);
-  if (state->size > 0) {
-    void* addr = ::mmap(nullptr, state->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (addr == MAP_FAILED) {
-      const int err = errno;
-      ::close(fd);
-      fail(fmt::format("cannot map {} bytes: {}", state->size, std::strerror(err)));
-    }
-    state->addr = addr;
-  }
-  ::close(fd);  // the mapping keeps the file alive
-  state->contents =
-      parse_gguf({static_cast<const std::byte*>(state->addr), state->size}, name);
+  std::string error;
+  state->file = model_detail::MappedFile::map(path, &error);
+  if (!error.empty()) throw GgufError(fmt::format("{}: {}", name, error));
+  state->contents = parse_gguf(state->file.bytes(), name);
   return GgufFile(std::move(state));
 }
 
 const std::filesystem::path& GgufFile::path() const { return state_->path; }
-uint64_t GgufFile::file_bytes() const { return state_->size; }
+uint64_t GgufFile::file_bytes() const { return state_->file.size(); }
 const GgufContents& GgufFile::contents() const { return state_->contents; }
 
 bool looks_like_gguf(const std::filesystem::path& path) {

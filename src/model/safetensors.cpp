@@ -1,11 +1,6 @@
 // The safetensors reader: header validation and the read-only mapping.
 #include "amk/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -16,6 +11,7 @@
 #include <cstring>
 #include <limits>
 
+#include "model/mapped_file.h"
 #include "model/strict_json.h"
 
 namespace amk {
@@ -356,16 +352,8 @@ SafetensorsContents parse_safetensors(std::span<const std::byte> file, std::stri
 
 struct SafetensorsFile::State {
   std::filesystem::path path;
-  void* addr = nullptr;
-  size_t size = 0;
+  model_detail::MappedFile file;
   SafetensorsContents contents;
-
-  State() = default;
-  State(const State&) = delete;
-  State& operator=(const State&) = delete;
-  ~State() {
-    if (addr) ::munmap(addr, size);
-  }
 };
 
 SafetensorsFile::SafetensorsFile(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -378,34 +366,10 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
   state->path = path;
   const std::string name = path.string();
 
-  // O_NONBLOCK: opening a FIFO would otherwise wait forever for a writer; it is then refused as
-  // not a regular file (the flag means nothing to the mapping of a regular one).
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) fail(name, fmt::format("cannot open: {}", std::strerror(errno)));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    fail(name, fmt::format("cannot stat: {}", std::strerror(err)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(name, "not a regular file");
-  }
-  state->size = static_cast<size_t>(st.st_size);
-  if (state->size > 0) {
-    void* addr = ::mmap(nullptr, state->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (addr == MAP_FAILED) {
-      const int err = errno;
-      ::close(fd);
-      fail(name, fmt::format("cannot map {} bytes: {}", state->size, std::strerror(err)));
-    }
-    state->addr = addr;
-  }
-  ::close(fd);  // the mapping keeps the file alive
-
-  const std::span<const std::byte> bytes(static_cast<const std::byte*>(state->addr), state->size);
-  state->contents = parse_safetensors(bytes, name);
+  std::string error;
+  state->file = model_detail::MappedFile::map(path, &error);
+  if (!error.empty()) fail(name, error);
+  state->contents = parse_safetensors(state->file.bytes(), name);
   return SafetensorsFile(std::move(state));
 }
 
@@ -414,7 +378,7 @@ const std::vector<TensorView>& SafetensorsFile::tensors() const { return state_-
 const std::vector<std::pair<std::string, std::string>>& SafetensorsFile::metadata() const {
   return state_->contents.metadata;
 }
-uint64_t SafetensorsFile::file_bytes() const { return state_->size; }
+uint64_t SafetensorsFile::file_bytes() const { return state_->file.size(); }
 const TensorView* SafetensorsFile::find(std::string_view name) const {
   return state_->contents.find(name);
 }

@@ -3,15 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/cpu_kernel.h"
+
 namespace amk {
 
 namespace {
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define AMK_CPU_KERNEL __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define AMK_CPU_KERNEL
-#endif
 
 // Independent partial sums, as in the GEMV (cpu_matrix.cpp): vectorised without reassociation.
 constexpr int64_t kLanes = 16;

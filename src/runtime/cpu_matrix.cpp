@@ -8,16 +8,11 @@
 
 #include "amk/tensor.h"
 
+#include "runtime/cpu_kernel.h"
+
 namespace amk {
 
 namespace {
-
-// The wide (x86-64-v3) and baseline clones of each kernel; the loader picks one per machine.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define AMK_CPU_KERNEL __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define AMK_CPU_KERNEL
-#endif
 
 // Lanes of independent partial sums per row: the compiler keeps them in vector registers
 // (2 AVX or 4 SSE registers per 16) without reassociating any sum, so no -ffast-math is needed,

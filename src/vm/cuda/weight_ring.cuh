@@ -188,13 +188,18 @@ __device__ __forceinline__ RingTile ring_tile(const amk_instruction_t& inst, con
 
 // ---- producer (lane 0 of the producer warp) ---------------------------------------------------
 
+// GEMV-family tasks the consumers have started. An atomic read (not a volatile one): a flag
+// between warps that racecheck can see.
+__device__ __forceinline__ int64_t consumers_started(const WeightRing& ring) {
+  return atomicAdd(const_cast<int*>(&ring.consumer_progress), 0);
+}
+
 // Waits until the consumers have started `needed` GEMV-family tasks. False on abort.
 __device__ __forceinline__ bool producer_wait_progress(const amk_program_t& prog,
                                                        const WeightRing& ring, int64_t needed) {
   unsigned sleep_ns = 32;
   AbortPoll poll;
-  // An atomic read (not a volatile one): a flag between warps that racecheck can see.
-  while (int64_t(atomicAdd(const_cast<int*>(&ring.consumer_progress), 0)) < needed) {
+  while (consumers_started(ring) < needed) {
     if (poll.aborting(prog)) return false;
     __nanosleep(sleep_ns);
     if (sleep_ns < 512) sleep_ns <<= 1;
@@ -262,8 +267,7 @@ __device__ __forceinline__ void ring_producer(const amk_program_t& prog, WeightR
         // chain (counters, activations) do not queue behind a deep backlog of weight requests
         // (docs/CUDA_VM.md). Re-read each time: the consumers may start the tile meanwhile.
         while (issued - seen_landed >=
-               (atomicAdd(&ring.consumer_progress, 0) > task ? ring.inflight_chunks
-                                                              : ring.prefetch_chunks)) {
+               (consumers_started(ring) > task ? ring.inflight_chunks : ring.prefetch_chunks)) {
           if (!producer_wait_landed(prog, ring, landed)) goto drain;
           landed.advance(ring.n_stages);
           ++seen_landed;
