@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -274,6 +275,57 @@ TEST(Conversation, ATemplateThatRewritesHistoryResetsTheCache) {
 }
 
 // ---- perplexity against transformers' logits ------------------------------------------------
+
+// Forwards the steps of another decoder but samples on the host (Decoder's own step_sample),
+// the way a decoder without a sampling program does.
+class HostSampling final : public Decoder {
+ public:
+  explicit HostSampling(Decoder& inner) : inner_(inner) {}
+  int64_t position() const override { return inner_.position(); }
+  int64_t max_context() const override { return inner_.max_context(); }
+  int64_t vocab_size() const override { return inner_.vocab_size(); }
+  std::vector<float> step(int64_t token) override { return inner_.step(token); }
+  int64_t last_next_token() const override { return inner_.last_next_token(); }
+  void reset() override { inner_.reset(); }
+  void seek(int64_t position, uint64_t seed) override { inner_.seek(position, seed); }
+
+ private:
+  Decoder& inner_;
+};
+
+// The lowered program's last level draws the token (SAMPLE_ARGMAX flags bit 1) with the settings
+// the Generator sets per request: the tokens equal the host's draws from the same logits
+// (amk/sampler.h), a seed repeats its tokens, another seed gives others, and temperature 0 is
+// the greedy continuation. Settings are float32 in the program, so these are exact in float32.
+TEST(Generator, SamplingInTheProgramDrawsTheHostsTokens) {
+  const fs::path dir = fs::path(AMK_TESTDATA_DIR) / "fixtures" / "tiny-llama";
+  const Checkpoint ck = Checkpoint::open(dir);
+  const Program program = lower(ck.config(), {}, *find_target("h100"), 48);
+  ASSERT_TRUE(std::any_of(program.buffers.begin(), program.buffers.end(),
+                          [](const Buffer& b) { return b.name == lowered_names::kSamplingFloats; }));
+  ReferenceDecoder in_program(ck, program), stepped(ck, program);
+  HostSampling on_host(stepped);
+  Generator device_side(in_program, byte_tokenizer()), host_side(on_host, byte_tokenizer());
+  const std::vector<int64_t> prompt = bytes_of("Sampling ");
+  std::vector<std::vector<int64_t>> runs;
+  for (const SamplingParams& s : {SamplingParams{0.75, 0, 1.0, 0.0, 7}, SamplingParams{1.5, 40, 0.875, 0.0, 7},
+                                  SamplingParams{1.0, 0, 0.5, 0.0625, 123456789012345ull},
+                                  SamplingParams{0.75, 0, 1.0, 0.0, 8}}) {
+    GenerationOptions o = greedy(12);
+    o.sampling = s;
+    o.first_draw = 5;
+    const GenerationResult a = device_side.generate(prompt, o);
+    const GenerationResult b = host_side.generate(prompt, o);
+    EXPECT_EQ(a.ids, b.ids) << "temperature " << s.temperature << " top-k " << s.top_k << " top-p " << s.top_p;
+    runs.push_back(a.ids);
+    EXPECT_EQ(device_side.generate(prompt, o).ids, a.ids) << "the same seed again";
+  }
+  EXPECT_NE(runs[0], runs[3]) << "seeds 7 and 8 drew the same 12 tokens";
+  const std::vector<int64_t> greedy_ids = device_side.generate(prompt, greedy(12)).ids;
+  ReferenceDecoder fresh(ck, program);
+  EXPECT_EQ(greedy_ids, fresh.generate(prompt, 12));
+  EXPECT_NE(greedy_ids, runs[0]);
+}
 
 TEST(Perplexity, EqualsTheFixturesTeacherForcedLogits) {
   const fs::path dir = fs::path(AMK_TESTDATA_DIR) / "fixtures" / "tiny-llama";

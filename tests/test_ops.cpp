@@ -12,12 +12,14 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "amk/ir.h"
 #include "amk/reference_ops.h"
+#include "amk/sampler.h"
 #include "amk/tensor.h"
 
 namespace {
@@ -27,6 +29,13 @@ using amk::Op;
 using amk::OpError;
 using amk::Params;
 using amk::Tensor;
+using amk::PackedSampling;
+using amk::SamplingParams;
+using amk::StepState;
+using amk::greedy_token;
+using amk::pack_sampling;
+using amk::run_reference_op;
+using amk::sample_token;
 
 constexpr DType kFloatTypes[] = {DType::F32, DType::F16, DType::BF16};
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -1272,8 +1281,76 @@ TEST(OpSampleArgmax, PartialsAndReduceEqualTheWholeRow) {
   const Tensor bad = Tensor::from_floats(DType::F32, {1, 2}, std::vector<float>{1.0f, 2.5f});
   expect_op_error([&] { run(Op::SAMPLE_ARGMAX, Prm().i("flags", 1), {&bad}, {&tok}); },
                   "not a logit index");
-  expect_op_error([&] { run(Op::SAMPLE_ARGMAX, Prm().i("flags", 2), {&l}, {&tok}); },
+  expect_op_error([&] { run(Op::SAMPLE_ARGMAX, Prm().i("flags", 4), {&l}, {&tok}); },
                   "has unknown bits");
+  expect_op_error([&] { run(Op::SAMPLE_ARGMAX, Prm().i("flags", 2), {&l}, {&tok}); },
+                  "3 inputs, got 1");
+}
+
+// Sampling (flags bit 1): the token is sample_token() of the logits with the packed settings at
+// draw index draw_offset + the step position, from the whole row or after the partials' pairs.
+TEST(OpSampleArgmax, SamplingDrawsTheSamplersTokenAtOffsetPlusPosition) {
+  std::mt19937 rng(7);
+  const Tensor l = rnd(DType::F32, {1, 61}, rng, -2, 2);
+  const std::vector<float> row = l.to_floats();
+  Tensor pairs = Tensor::zeros(DType::F32, {2, 2});
+  run(Op::SAMPLE_ARGMAX, Prm().i("n_off", 0).i("N_tile", 32).i("m_off", 0), {&l}, {&pairs});
+  run(Op::SAMPLE_ARGMAX, Prm().i("n_off", 32).i("N_tile", 29).i("m_off", 1), {&l}, {&pairs});
+  const auto settings = [](const SamplingParams& s, uint64_t offset) {
+    const PackedSampling p = pack_sampling(s, offset);
+    return std::pair{Tensor::from_floats(DType::F32, {4}, p.floats),
+                     Tensor::from_ints(DType::I32, {8}, std::vector<int64_t>(p.ints.begin(), p.ints.end()))};
+  };
+  const auto draw = [&](const Tensor& f, const Tensor& i, bool reduce, std::optional<int64_t> pos) {
+    Tensor tok = Tensor::zeros(DType::I32, {1});
+    std::vector<const Tensor*> in{&l, &f, &i};
+    if (reduce) in.insert(in.begin(), &pairs);
+    Tensor* out[] = {&tok};
+    run_reference_op(Op::SAMPLE_ARGMAX, Prm().i("flags", reduce ? 3 : 2), in, out, StepState{pos});
+    return tok.get_int(0);
+  };
+  int differing = 0;
+  for (const SamplingParams& s : {SamplingParams{1.0, 0, 1.0, 0.0, 3}, SamplingParams{0.5, 7, 0.75, 0.0, 99},
+                                  SamplingParams{2.0, 0, 0.9, 0.125, ~0ull}}) {
+    for (const uint64_t offset : {uint64_t{0}, uint64_t{1} << 40, ~uint64_t{0}}) {
+      const auto [f, i] = settings(s, offset);
+      for (const int64_t pos : {0, 5, 31}) {
+        const int64_t expected = sample_token(row, s, offset + uint64_t(pos));
+        EXPECT_EQ(draw(f, i, false, pos), expected);
+        EXPECT_EQ(draw(f, i, true, pos), expected);
+        differing += expected != greedy_token(row);
+      }
+    }
+  }
+  EXPECT_GT(differing, 5) << "the draws were the argmax nearly every time";
+  const auto [gf, gi] = settings(SamplingParams{}, 0);
+  EXPECT_EQ(draw(gf, gi, false, std::nullopt), greedy_token(row)) << "temperature 0 needs no position";
+  EXPECT_EQ(draw(gf, gi, true, std::nullopt), greedy_token(row));
+
+  const auto [f, i] = settings(SamplingParams{1.0, 0, 1.0, 0.0, 3}, 0);
+  expect_op_error([&] { draw(f, i, false, std::nullopt); }, "reads the step's position");
+  const auto [bf, bi] = settings(SamplingParams{1.0, 0, 1.0, 0.0, 3}, 0);
+  Tensor bad_f = bf;
+  bad_f.set(1, 1.5f);
+  expect_op_error([&] { draw(bad_f, bi, false, 0); }, "top-p must be in (0, 1]");
+  Tensor tok = Tensor::zeros(DType::I32, {1});
+  for (const float poison : {kNaN, INFINITY}) {
+    Tensor p = l;
+    p.set(40, poison);
+    const Tensor* in[] = {&p, &f, &i};
+    Tensor* out[] = {&tok};
+    expect_op_error([&] { run_reference_op(Op::SAMPLE_ARGMAX, Prm().i("flags", 2), in, out, StepState{0}); },
+                    "no token is drawn from non-finite logits");
+  }
+  const Tensor dead = filled(DType::F32, {1, 8}, -INFINITY);
+  const Tensor* in[] = {&dead, &f, &i};
+  Tensor* out[] = {&tok};
+  expect_op_error([&] { run_reference_op(Op::SAMPLE_ARGMAX, Prm().i("flags", 2), in, out, StepState{0}); },
+                  "every logit is -inf");
+  expect_op_error([&] { run(Op::SAMPLE_ARGMAX, Prm().i("flags", 2), {&l, &i, &f}, {&tok}); },
+                  "the sampling floats must be F32");
+  expect_op_error([&] { run(Op::SAMPLE_ARGMAX, Prm().i("flags", 2).i("N_tile", 4), {&l, &f, &i}, {&tok}); },
+                  "takes no range");
 }
 
 TEST(OpSampleArgmax, FirstMaxNanAndRows) {

@@ -142,6 +142,11 @@ class CudaDecoder final : public Decoder {
   int64_t last_next_token() const override;
   void reset() override;
   void seek(int64_t position, uint64_t seed) override;
+  // Sampling runs in the program's last level: set_sampling() writes the settings to the device
+  // (when they change), step_sample() and feed() read back the token only, never the logits.
+  void set_sampling(const SamplingParams& params, uint64_t draw_offset) override;
+  int64_t step_sample(int64_t token) override;
+  void feed(int64_t token) override { step_sample(token); }
   // Feeds the prompt one launch per token, then generates `n` tokens in launches of up to
   // `tokens_per_launch` steps with no host round trip inside a launch.
   std::vector<int64_t> generate(std::span<const int64_t> prompt, int64_t n) override;
@@ -152,8 +157,12 @@ class CudaDecoder final : public Decoder {
   int tokens_per_launch = 64;
 
  private:
+  void launch_step(int64_t token);
+
   std::unique_ptr<CudaVM> vm_;
   int64_t token_id_ = -1, pos_id_ = -1, logits_id_ = -1, next_id_ = -1;
+  int64_t sampling_floats_id_ = -1, sampling_ints_id_ = -1;  // -1: the program does not sample
+  PackedSampling uploaded_;  // what the device's sampling buffers hold
   int64_t position_ = 0, max_context_ = 0, vocab_ = 0;
   int64_t last_token_ = -1;
 };

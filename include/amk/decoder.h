@@ -13,6 +13,7 @@
 #include "amk/checkpoint.h"
 #include "amk/ir.h"
 #include "amk/reference_vm.h"
+#include "amk/sampler.h"
 
 namespace amk {
 
@@ -63,8 +64,21 @@ class Decoder {
   virtual int64_t vocab_size() const = 0;
   // Runs the step at position() on `token`, then advances. Returns the logits [vocab].
   virtual std::vector<float> step(int64_t token) = 0;
-  // The argmax of the last step's logits (the program's SAMPLE_ARGMAX).
+  // The token the last step's program chose (its SAMPLE_ARGMAX): the argmax of its logits, or
+  // the draw set_sampling() asked for.
   virtual int64_t last_next_token() const = 0;
+  // The settings the next steps sample with; the step at position P draws with index
+  // draw_offset + P (amk/sampler.h, PackedSampling). Until called: greedy. Throws
+  // std::invalid_argument for unusable settings.
+  virtual void set_sampling(const SamplingParams& params, uint64_t draw_offset);
+  // Runs the step at position() on `token`, advances, and returns the token drawn from its
+  // logits with those settings. A decoder whose program samples (the reference and CUDA VMs'
+  // lowered programs) returns the program's token, so on a GPU no logits leave the device; the
+  // default runs step() and samples on the host. Throws DecodeError for non-finite logits.
+  virtual int64_t step_sample(int64_t token);
+  // Runs the step at position() on `token` and advances; its result is not wanted (a prompt
+  // token before the last).
+  virtual void feed(int64_t token) { step(token); }
   // Back to position 0 with an empty (zero) KV cache.
   virtual void reset() = 0;
   // To `position` (< max_context) with seeded_kv_state(program, position, seed) as the cache.
@@ -72,6 +86,10 @@ class Decoder {
   // Greedy: feeds `prompt` (one step per token), then generates `n` tokens, each fed back.
   // Throws DecodeError when a step's logits are not finite (check_finite_logits).
   virtual std::vector<int64_t> generate(std::span<const int64_t> prompt, int64_t n);
+
+ protected:
+  SamplingParams sampling_;
+  uint64_t draw_offset_ = 0;
 };
 
 class ReferenceDecoder final : public Decoder {
@@ -89,6 +107,8 @@ class ReferenceDecoder final : public Decoder {
   int64_t last_next_token() const override;
   void reset() override;
   void seek(int64_t position, uint64_t seed) override;
+  void set_sampling(const SamplingParams& params, uint64_t draw_offset) override;
+  int64_t step_sample(int64_t token) override;
 
   const ReferenceVM& vm() const { return vm_; }
 
@@ -100,7 +120,10 @@ class ReferenceDecoder final : public Decoder {
   void bind_computed_const(const Buffer& b, const ModelConfig& config);
 
   ReferenceVM vm_;
+  void run_step(int64_t token);
+
   int64_t token_id_ = -1, pos_id_ = -1, logits_id_ = -1, next_id_ = -1;
+  int64_t sampling_floats_id_ = -1, sampling_ints_id_ = -1;  // -1: the program does not sample
   int64_t position_ = 0, max_context_ = 0, vocab_ = 0;
   bool stepped_ = false;
 };

@@ -27,7 +27,11 @@ namespace lowered_names {
 inline constexpr std::string_view kToken = "token";    // IO_INPUT I32 [1]: this step's token
 inline constexpr std::string_view kPos = "pos";        // IO_INPUT I32 [1]: this step's position
 inline constexpr std::string_view kLogits = "logits";  // IO_OUTPUT F32 [1, vocab]
-inline constexpr std::string_view kNextToken = "next_token";  // IO_OUTPUT I32 [1]: argmax of logits
+inline constexpr std::string_view kNextToken = "next_token";  // IO_OUTPUT I32 [1]: the sampled token
+// IO_INPUT F32 [4] / I32 [8]: the sampling settings (amk/sampler.h PackedSampling); all zero is
+// greedy, so a host that never writes them gets the argmax.
+inline constexpr std::string_view kSamplingFloats = "sampling_floats";
+inline constexpr std::string_view kSamplingInts = "sampling_ints";
 }  // namespace lowered_names
 // The `source` of a CONST buffer that no checkpoint holds: the loader computes it from the
 // model's config. "amk.rope.inv_freq": F32 [head_dim / 2], rope_inv_freq_f32(config) (amk/rope.h),

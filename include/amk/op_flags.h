@@ -24,4 +24,12 @@ namespace kv_append_flags {
 inline constexpr int64_t kRuntimePos = 1;
 }  // namespace kv_append_flags
 
+namespace sample_flags {
+// Reduce the partial argmaxes' (value, index) pairs instead of scanning logits.
+inline constexpr int64_t kReduce = 1;
+// Draw the token (docs/OPCODES.md, SAMPLE_ARGMAX): the inputs end with the logits row, the
+// sampling floats and ints (amk/sampler.h, PackedSampling); temperature 0 is the argmax.
+inline constexpr int64_t kSample = 2;
+}  // namespace sample_flags
+
 }  // namespace amk

@@ -24,6 +24,7 @@
 //   being generated), so the same seed, prompt and settings give the same tokens.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <stdexcept>
@@ -58,5 +59,23 @@ double sampling_uniform(uint64_t seed, uint64_t draw_index);
 // The token for `logits` at draw `draw_index`: greedy when temperature is 0, else the draw.
 // Throws std::invalid_argument for bad parameters or empty logits.
 int64_t sample_token(std::span<const float> logits, const SamplingParams& params, uint64_t draw_index);
+
+// The sampling settings as a lowered program carries them (SAMPLE_ARGMAX flags bit 1,
+// docs/OPCODES.md): two small IO_INPUT buffers the host writes before a step, so a request
+// changes them without recompiling. The step at position P draws with index draw_offset + P
+// (mod 2^64): a generation whose first token comes from the step at P0 and is draw n0 sets
+// draw_offset = n0 - P0. Temperature, top-p and min-p travel as float32 (the op samples with
+// those rounded values); top-k above INT32_MAX is stored as INT32_MAX (the same: no filter).
+struct PackedSampling {
+  static constexpr int64_t kFloats = 4;  // temperature, top_p, min_p, 0
+  static constexpr int64_t kInts = 8;    // top_k, seed lo, seed hi, draw_offset lo, hi, 0, 0, 0
+  std::array<float, kFloats> floats{};
+  std::array<int32_t, kInts> ints{};
+};
+PackedSampling pack_sampling(const SamplingParams& params, uint64_t draw_offset);
+// The settings and the draw offset back. A SamplingParams that pack_sampling rounded comes back
+// rounded; sampling_params_problem() says whether the result is usable.
+SamplingParams unpack_sampling(std::span<const float> floats, std::span<const int32_t> ints,
+                               uint64_t* draw_offset);
 
 }  // namespace amk

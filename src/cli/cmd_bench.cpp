@@ -29,6 +29,7 @@
 #include "amk/cuda_vm.h"
 #include "amk/decoder.h"
 #include "amk/hash.h"
+#include "amk/hf_export.h"
 #include "amk/json.h"
 #include "amk/lowering.h"
 #include "amk/model_config.h"
@@ -640,7 +641,22 @@ int run_bench(const BenchOptions& opt) {
 
   // (6) The peer runs after our VM has released the GPU.
   if (opt.peer) {
-    peer = run_peer(opt, folder.path, int(m.tokens));
+    // The peer reads HF folders: a GGUF's weights reach it as AMK dequantised them (bf16), in
+    // a temporary folder removed afterwards.
+    ModelFolder peer_folder;
+    fs::path peer_path = folder.path;
+    if (in->checkpoint.is_gguf()) {
+      peer_folder.path = peer_path = fs::temp_directory_path() / fmt::format("amk_bench_peer_hf_{}", getpid());
+      peer_folder.temporary = true;
+      try {
+        write_hf_folder(in->checkpoint, peer_folder.path, DType::BF16);
+        std::cout << "peer      reads " << peer_folder.path.string()
+                  << " (the GGUF's dequantised weights as bf16, config.json from its metadata)\n";
+      } catch (const std::exception& e) {
+        peer.error = std::string("cannot write the GGUF's weights as an HF folder: ") + e.what();
+      }
+    }
+    if (peer.error.empty()) peer = run_peer(opt, peer_path, int(m.tokens));
     if (!peer.ran) std::cerr << "amk: bench: peer failed: " << peer.error << "\n";
   }
   const double speedup = peer.ran ? peer.us_per_token / median_us : NAN;

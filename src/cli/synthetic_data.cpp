@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "amk/hash.h"
+#include "amk/op_flags.h"
 
 namespace amk::cli {
 
@@ -55,6 +56,16 @@ bool is_rope_position(const Program& p, int64_t id) {
   return false;
 }
 
+// One of the two settings inputs a sampling SAMPLE_ARGMAX ends with (docs/OPCODES.md).
+bool is_sampling_settings(const Program& p, int64_t id) {
+  for (const Task& t : p.tasks) {
+    if (t.op != Op::SAMPLE_ARGMAX || (t.params.get_int("flags", 0) & sample_flags::kSample) == 0) continue;
+    const size_t n = t.inputs.size();
+    if (n >= 2 && (t.inputs[n - 1] == id || t.inputs[n - 2] == id)) return true;
+  }
+  return false;
+}
+
 int64_t decode_position(const Program& p) {
   for (const Task& t : p.tasks)
     if (t.op == Op::KV_APPEND) return std::max<int64_t>(0, t.params.get_int("pos", 0));
@@ -79,7 +90,9 @@ std::vector<std::string> bind_synthetic_data(ReferenceVM& vm, uint64_t seed, int
     if (!is_readonly_kind(b.kind)) continue;
     Tensor t = Tensor::zeros(b.dtype, b.shape);
     const int64_t n = t.numel();
-    if (is_float(b.dtype)) {
+    if (b.kind == BufferKind::IO_INPUT && is_sampling_settings(p, b.id)) {
+      notes.push_back(fmt::format("{} = 0 (sampling settings: greedy)", b.name));
+    } else if (is_float(b.dtype)) {
       const bool input = b.kind == BufferKind::IO_INPUT;
       const double center = !input && is_norm_weight(p, b.id) ? 1.0 : 0.0;
       const double half_width = input ? 1.0 : 0.1;

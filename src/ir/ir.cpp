@@ -138,7 +138,7 @@ const OpSpec& op_spec(Op op) {
       {Op::SOFTMAX, 1, 1, 1, {}, "softmax over dim"},
       {Op::ALLREDUCE_SHARD, 1, 8, 1, {}, "shard sum"},
       {Op::KV_APPEND, 2, 2, 1, {"pos"}, "write new k/v into the cache at pos"},
-      {Op::SAMPLE_ARGMAX, 1, 1, 1, {}, "greedy argmax"},
+      {Op::SAMPLE_ARGMAX, 1, 4, 1, {}, "greedy argmax, or a seeded draw (flags bit 1)"},
       {Op::ATTENTION_COMBINE, 2, 8, 1, {}, "merge split-KV flash partials"},
       {Op::ROPE_FREQ, 3, 3, 1, {"head_dim"}, "rotate-half RoPE with an inv_freq table"},
       {Op::RMSNORM_GEMV_TILE, 3, 4, 1, {"eps", "hidden", "K", "N_tile", "n_off"},

@@ -53,6 +53,10 @@ CudaDecoder::CudaDecoder(const Checkpoint& checkpoint, Program program,
   pos_id_ = require_buffer(*vm_, lowered_names::kPos);
   logits_id_ = require_buffer(*vm_, lowered_names::kLogits);
   next_id_ = require_buffer(*vm_, lowered_names::kNextToken);
+  if (const Buffer* f = vm_->find_buffer(lowered_names::kSamplingFloats)) sampling_floats_id_ = f->id;
+  if (const Buffer* i = vm_->find_buffer(lowered_names::kSamplingInts)) sampling_ints_id_ = i->id;
+  if ((sampling_floats_id_ < 0) != (sampling_ints_id_ < 0))
+    throw DecodeError("the program has one of the two sampling settings buffers, not both");
   const Program& p = vm_->program();
   vocab_ = p.buffers[size_t(logits_id_)].shape.back();
   const Buffer* k0 = vm_->find_buffer(kv_cache_name(0, 'k'));
@@ -71,6 +75,31 @@ CudaDecoder::CudaDecoder(const Checkpoint& checkpoint, Program program,
     vm_->set_buffer(b.id, Tensor::from_floats(b.dtype, b.shape, values));
   }
   reset();
+  if (sampling_floats_id_ >= 0) {  // the device's buffers start as zeros: greedy
+    uploaded_ = pack_sampling(SamplingParams{}, 0);
+    vm_->set_buffer(sampling_floats_id_, Tensor::from_floats(DType::F32, {PackedSampling::kFloats}, uploaded_.floats));
+    const std::vector<int64_t> ints(uploaded_.ints.begin(), uploaded_.ints.end());
+    vm_->set_buffer(sampling_ints_id_, Tensor::from_ints(DType::I32, {PackedSampling::kInts}, ints));
+  }
+}
+
+void CudaDecoder::set_sampling(const SamplingParams& params, uint64_t draw_offset) {
+  Decoder::set_sampling(params, draw_offset);
+  if (sampling_floats_id_ < 0) return;
+  const PackedSampling packed = pack_sampling(params, draw_offset);
+  if (packed.floats != uploaded_.floats)
+    vm_->set_buffer(sampling_floats_id_, Tensor::from_floats(DType::F32, {PackedSampling::kFloats}, packed.floats));
+  if (packed.ints != uploaded_.ints) {
+    const std::vector<int64_t> ints(packed.ints.begin(), packed.ints.end());
+    vm_->set_buffer(sampling_ints_id_, Tensor::from_ints(DType::I32, {PackedSampling::kInts}, ints));
+  }
+  uploaded_ = packed;
+}
+
+int64_t CudaDecoder::step_sample(int64_t token) {
+  if (sampling_floats_id_ < 0) return Decoder::step_sample(token);
+  launch_step(token);
+  return last_token_;
 }
 
 void CudaDecoder::seek(int64_t position, uint64_t seed) {
@@ -103,6 +132,11 @@ void check_token(int64_t token, int64_t vocab) {
 }  // namespace
 
 std::vector<float> CudaDecoder::step(int64_t token) {
+  launch_step(token);
+  return vm_->read_buffer(logits_id_).to_floats();
+}
+
+void CudaDecoder::launch_step(int64_t token) {
   check_token(token, vocab_);
   if (position_ >= max_context_)
     throw DecodeError(
@@ -116,7 +150,6 @@ std::vector<float> CudaDecoder::step(int64_t token) {
         fmt::format("step at position {} failed: {}: {}", position_, name_of(r.status), r.message));
   ++position_;
   last_token_ = vm_->read_buffer(next_id_).get_int(0);
-  return vm_->read_buffer(logits_id_).to_floats();
 }
 
 std::vector<int32_t> CudaDecoder::generate_on_device(int64_t first_token, int n) {
@@ -144,6 +177,7 @@ std::vector<int32_t> CudaDecoder::generate_on_device(int64_t first_token, int n)
 
 std::vector<int64_t> CudaDecoder::generate(std::span<const int64_t> prompt, int64_t n) {
   if (prompt.empty()) throw DecodeError("generate needs at least one prompt token");
+  set_sampling(SamplingParams{}, 0);  // greedy
   // The prompt one launch per token (its tokens are given, not generated), then the greedy
   // continuation in launches of up to tokens_per_launch steps: the same steps, in the same order,
   // as Decoder::generate.

@@ -67,7 +67,10 @@ GenerationResult Generator::generate(std::span<const int64_t> prompt, const Gene
   }
   result.reused_tokens = static_cast<int64_t>(cached_.size());
 
-  std::vector<float> logits;
+  // The step on the last prompt token (at position prompt.size() - 1) draws the first token,
+  // draw first_draw; each later step the next draw (the decoder's draw index is offset + P).
+  const uint64_t draw_offset = options.first_draw - static_cast<uint64_t>(prompt.size() - 1);
+  int64_t next = -1;
   const int64_t to_feed = static_cast<int64_t>(prompt.size() - cached_.size());
   for (int64_t fed = 0; fed < to_feed; ++fed) {
     if (interrupted(interrupt)) {
@@ -76,7 +79,12 @@ GenerationResult Generator::generate(std::span<const int64_t> prompt, const Gene
       return result;
     }
     const int64_t token = prompt[cached_.size()];
-    logits = decoder_.step(token);
+    if (fed + 1 < to_feed) {
+      decoder_.feed(token);
+    } else {
+      decoder_.set_sampling(options.sampling, draw_offset);
+      next = decoder_.step_sample(token);
+    }
     cached_.push_back(token);
     if (on_prefill) on_prefill(fed + 1, to_feed);
   }
@@ -89,7 +97,7 @@ GenerationResult Generator::generate(std::span<const int64_t> prompt, const Gene
   Clock::time_point first_token_at = start;
   result.finish = FinishReason::Length;
   for (int64_t i = 0; i < options.max_new_tokens; ++i) {
-    const int64_t token = sample_token(logits, options.sampling, options.first_draw + static_cast<uint64_t>(i));
+    const int64_t token = next;
     result.ids.push_back(token);
     if (i == 0) {
       first_token_at = Clock::now();
@@ -113,7 +121,7 @@ GenerationResult Generator::generate(std::span<const int64_t> prompt, const Gene
       result.finish = FinishReason::Interrupted;
       break;
     }
-    logits = decoder_.step(token);
+    next = decoder_.step_sample(token);
     cached_.push_back(token);
   }
   emit(stream.finish());

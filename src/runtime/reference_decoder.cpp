@@ -45,6 +45,10 @@ ReferenceDecoder::ReferenceDecoder(const Checkpoint& checkpoint, Program program
   pos_id_ = require_buffer(vm_, lowered_names::kPos);
   logits_id_ = require_buffer(vm_, lowered_names::kLogits);
   next_id_ = require_buffer(vm_, lowered_names::kNextToken);
+  if (const Buffer* f = vm_.find_buffer(lowered_names::kSamplingFloats)) sampling_floats_id_ = f->id;
+  if (const Buffer* i = vm_.find_buffer(lowered_names::kSamplingInts)) sampling_ints_id_ = i->id;
+  if ((sampling_floats_id_ < 0) != (sampling_ints_id_ < 0))
+    throw DecodeError("the program has one of the two sampling settings buffers, not both");
   vocab_ = vm_.program().buffers[size_t(logits_id_)].shape.back();
   const Buffer* k0 = vm_.find_buffer(kv_cache_name(0, 'k'));
   if (k0 == nullptr) throw DecodeError("the program has no KV cache");
@@ -62,6 +66,7 @@ ReferenceDecoder::ReferenceDecoder(const Checkpoint& checkpoint, Program program
     vm_.set_buffer(b.id, Tensor::from_floats(b.dtype, b.shape, values));
   }
   reset();
+  set_sampling(SamplingParams{}, 0);
 }
 
 // Keyed by the cache's name, not its id: programs of one model lowered differently (fused,
@@ -107,7 +112,27 @@ void ReferenceDecoder::reset() {
   stepped_ = false;
 }
 
+void ReferenceDecoder::set_sampling(const SamplingParams& params, uint64_t draw_offset) {
+  Decoder::set_sampling(params, draw_offset);
+  if (sampling_floats_id_ < 0) return;
+  const PackedSampling packed = pack_sampling(params, draw_offset);
+  const std::vector<int64_t> ints(packed.ints.begin(), packed.ints.end());
+  vm_.set_buffer(sampling_floats_id_, Tensor::from_floats(DType::F32, {PackedSampling::kFloats}, packed.floats));
+  vm_.set_buffer(sampling_ints_id_, Tensor::from_ints(DType::I32, {PackedSampling::kInts}, ints));
+}
+
+int64_t ReferenceDecoder::step_sample(int64_t token) {
+  if (sampling_floats_id_ < 0) return Decoder::step_sample(token);
+  run_step(token);
+  return last_next_token();
+}
+
 std::vector<float> ReferenceDecoder::step(int64_t token) {
+  run_step(token);
+  return vm_.buffer(logits_id_).to_floats();
+}
+
+void ReferenceDecoder::run_step(int64_t token) {
   if (token < 0 || token >= vocab_)
     throw DecodeError(fmt::format("token {} is outside the vocabulary [0, {})", token, vocab_));
   if (position_ >= max_context_)
@@ -125,7 +150,6 @@ std::vector<float> ReferenceDecoder::step(int64_t token) {
         fmt::format("step at position {} failed: {}: {}", position_, name_of(r.status), r.message));
   ++position_;
   stepped_ = true;
-  return vm_.buffer(logits_id_).to_floats();
 }
 
 int64_t ReferenceDecoder::last_next_token() const {
@@ -147,8 +171,23 @@ void check_finite_logits(std::span<const float> logits, int64_t position) {
         position, bad, logits.size(), first, logits[size_t(first)]));
 }
 
+void Decoder::set_sampling(const SamplingParams& params, uint64_t draw_offset) {
+  if (const std::string problem = sampling_params_problem(params); !problem.empty())
+    throw std::invalid_argument(problem);
+  sampling_ = params;
+  draw_offset_ = draw_offset;
+}
+
+int64_t Decoder::step_sample(int64_t token) {
+  const int64_t at = position();
+  const std::vector<float> logits = step(token);
+  check_finite_logits(logits, at);
+  return sample_token(logits, sampling_, draw_offset_ + uint64_t(at));
+}
+
 std::vector<int64_t> Decoder::generate(std::span<const int64_t> prompt, int64_t n) {
   if (prompt.empty()) throw DecodeError("generate needs at least one prompt token");
+  set_sampling(SamplingParams{}, 0);  // greedy
   std::vector<float> logits;
   for (int64_t t : prompt) logits = step(t);
   std::vector<int64_t> out;

@@ -150,4 +150,33 @@ int64_t sample_token(std::span<const float> logits, const SamplingParams& params
   return last_kept;
 }
 
+PackedSampling pack_sampling(const SamplingParams& params, uint64_t draw_offset) {
+  PackedSampling packed;
+  packed.floats = {static_cast<float>(params.temperature), static_cast<float>(params.top_p),
+                   static_cast<float>(params.min_p), 0.0f};
+  const int64_t k = std::clamp<int64_t>(params.top_k, -1, std::numeric_limits<int32_t>::max());
+  const auto lo = [](uint64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v)); };
+  const auto hi = [](uint64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v >> 32)); };
+  packed.ints = {static_cast<int32_t>(k), lo(params.seed), hi(params.seed), lo(draw_offset), hi(draw_offset), 0, 0, 0};
+  return packed;
+}
+
+SamplingParams unpack_sampling(std::span<const float> floats, std::span<const int32_t> ints, uint64_t* draw_offset) {
+  if (floats.size() < 3 || ints.size() < 5)
+    throw std::invalid_argument(fmt::format("sampling settings need 3 floats and 5 ints, got {} and {}",
+                                            floats.size(), ints.size()));
+  const auto u64 = [&](size_t at) {
+    return static_cast<uint64_t>(static_cast<uint32_t>(ints[at])) |
+           static_cast<uint64_t>(static_cast<uint32_t>(ints[at + 1])) << 32;
+  };
+  SamplingParams p;
+  p.temperature = floats[0];
+  p.top_p = floats[1];
+  p.min_p = floats[2];
+  p.top_k = ints[0];
+  p.seed = u64(1);
+  if (draw_offset != nullptr) *draw_offset = u64(3);
+  return p;
+}
+
 }  // namespace amk

@@ -14,6 +14,7 @@
 
 #include "amk/lowering.h"
 #include "amk/op_flags.h"
+#include "amk/sampler.h"
 #include "amk/validate.h"
 #include "schedule/fusion.h"
 #include "schedule/launch_config.h"
@@ -508,6 +509,10 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
   normed_gemv(hn, w_lm, std::nullopt, logits, V, "lm_head", "lm_head");
   const int64_t next =
       p.new_buffer(std::string(names::kNextToken), BufferKind::IO_OUTPUT, DType::I32, {1});
+  const int64_t sampling_floats = p.new_buffer(std::string(names::kSamplingFloats), BufferKind::IO_INPUT,
+                                               DType::F32, {PackedSampling::kFloats});
+  const int64_t sampling_ints = p.new_buffer(std::string(names::kSamplingInts), BufferKind::IO_INPUT,
+                                             DType::I32, {PackedSampling::kInts});
   if (tiling.argmax_n_tile && *tiling.argmax_n_tile < V) {
     // Partial argmaxes over slices of the logits, on many SMs, then one reduce of their
     // (value, index) pairs (docs/OPCODES.md): one SM scanning all V logits was a 17 us task.
@@ -523,10 +528,14 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
                     fmt::format("sample_argmax[t{}]", k), 0, len);
     }
     g.mark_ready(pairs, Wait{counter, parts});
-    g.task(Op::SAMPLE_ARGMAX, {pairs}, next, ints({{"flags", 1}}), "sample_argmax_reduce", 0,
-           parts);
+    // The reduce is the step's last level: greedy from the pairs, or a draw from the logits
+    // with the settings the host wrote (docs/OPCODES.md, SAMPLE_ARGMAX flags bit 1).
+    g.task(Op::SAMPLE_ARGMAX, {pairs, logits, sampling_floats, sampling_ints}, next,
+           ints({{"flags", sample_flags::kReduce | sample_flags::kSample}}), "sample_argmax_reduce",
+           0, parts);
   } else {
-    g.task(Op::SAMPLE_ARGMAX, {logits}, next, {}, "sample_argmax", 0, V);
+    g.task(Op::SAMPLE_ARGMAX, {logits, sampling_floats, sampling_ints}, next,
+           ints({{"flags", sample_flags::kSample}}), "sample_argmax", 0, V);
   }
 
   schedule::assign_sms(p, config, target);

@@ -25,8 +25,9 @@ struct OpContext {
   int scratch_bytes;  // >= what MegakernelLayout::scratch_bytes promised (see megakernel.h)
   int tid;            // 0 .. n_threads - 1
   int n_threads;      // consumer threads, a multiple of 32, >= 64
-  int32_t pos;        // the step position (*pos_buffer) for KV_APPEND and ATTENTION_TILE (the
-                      // only readers); -1 for other ops and programs without one
+  int32_t pos;        // the step position (*pos_buffer) for KV_APPEND, the attention ops and a
+                      // sampling SAMPLE_ARGMAX (the only readers); -1 for other ops and
+                      // programs without one
   WeightRing* ring;   // GEMV family: where the producer warp delivers this task's weights
   int32_t queue_index;  // this instruction's index in the CTA's queue (the ring's sequence)
   uint32_t epoch;       // the step (prog.epoch + s): what op-scratch caches are keyed by

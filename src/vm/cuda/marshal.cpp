@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <unordered_map>
 
+#include "amk/op_flags.h"
 #include "vm/cuda/ops/scratch.h"
 
 namespace amk::cuda {
@@ -294,6 +295,9 @@ int64_t task_scratch_bytes(const Task& t, const IdMaps& ids, int consumer_thread
       if (t.op != Op::ROPE_KV_ATTENTION_TILE) return attention;
       return attention + 4 * int64_t(rope_kv_prologue_floats(int(heads), int(kv), int(head_dim)));
     }
+    case Op::SAMPLE_ARGMAX:
+      return (t.params.get_int("flags", 0) & sample_flags::kSample) != 0 ? kSampleScratchBytes
+                                                                          : kSmallOpScratch;
     default:
       return kSmallOpScratch;
   }

@@ -153,11 +153,12 @@ __device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_tas
         ++gemv_started;
         if (tid == 0) atomicExch(&ring->consumer_progress, gemv_started);
       }
-      // Only KV_APPEND and the attention ops read the step position (their runtime-position
-      // flags): the volatile load stays off every other task's path.
+      // Only KV_APPEND, the attention ops and a sampling SAMPLE_ARGMAX (its draw index) read
+      // the step position: the volatile load stays off every other task's path.
       const bool reads_position = inst.op == AMK_OP_KV_APPEND ||
                                   inst.op == AMK_OP_ATTENTION_TILE ||
-                                  inst.op == AMK_OP_ROPE_KV_ATTENTION_TILE;
+                                  inst.op == AMK_OP_ROPE_KV_ATTENTION_TILE ||
+                                  (inst.op == AMK_OP_SAMPLE_ARGMAX && (inst.params.flags & 2) != 0);
       const OpContext c{&prog, &inst, rec->desc, scratch, scratch_bytes, tid, n_threads,
                         reads_position ? read_position(prog) : -1, ring, q - queue_begin, epoch,
                         op_failed, stamp};

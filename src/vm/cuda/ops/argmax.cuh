@@ -12,12 +12,14 @@
 //
 // op_fail codes (code >> 4 = AMK_OP_SAMPLE_ARGMAX): 1 empty last dimension or a non-float input
 // (or a partial's bad range), 2 output not I32 or not one element per row (or a partial's pairs
-// row out of range), 3 op scratch too small, 4 unknown flags or a reduce input that is not pairs.
+// row out of range), 3 op scratch too small, 4 unknown flags or a reduce input that is not pairs;
+// sampling (flags bit 1, ops/sampling.cuh): 5, 6, 7.
 #pragma once
 
 #include <climits>
 
 #include "vm/cuda/ops/elementwise.cuh"
+#include "vm/cuda/ops/sampling.cuh"
 
 namespace amk::cuda {
 
@@ -118,8 +120,34 @@ __device__ inline void op_sample_argmax(const OpContext& c) {
   float* red_v = c.scratch;
   int32_t* red_i = reinterpret_cast<int32_t*>(c.scratch + 32);
   const int64_t last = in.rank > 0 ? in.shape[in.rank - 1] : in.numel;
-  if ((p.flags & ~1) != 0) return op_fail(c, code + 4);
+  if ((p.flags & ~3) != 0) return op_fail(c, code + 4);
 
+  if ((p.flags & 2) != 0) {  // sample: [pairs,] logits row, settings floats, settings ints
+    const int first = p.flags & 1;
+    if (c.inst->n_inputs != first + 3) return op_fail(c, code + 7);
+    const amk_buffer_t& logits = in_buf(c, first);
+    const amk_buffer_t& floats = in_buf(c, first + 1);
+    const amk_buffer_t& ints = in_buf(c, first + 2);
+    const int64_t v_last = logits.rank > 0 ? logits.shape[logits.rank - 1] : logits.numel;
+    if (logits.numel < 1 || v_last != logits.numel || logits.numel > INT_MAX ||
+        !is_f32_or_bf16(logits.dtype) || floats.dtype != AMK_DTYPE_F32 || floats.numel < 4 ||
+        ints.dtype != AMK_DTYPE_I32 || ints.numel < 8)
+      return op_fail(c, code + 7);
+    if (out.dtype != AMK_DTYPE_I32 || out.numel != 1) return op_fail(c, code + 2);
+    ArgmaxCandidate best;
+    if (first == 1) {
+      if (last != 2 || in.numel < 2 || in.dtype != AMK_DTYPE_F32) return op_fail(c, code + 4);
+      const float* pairs = static_cast<const float*>(in.ptr);
+      for (int64_t k = c.tid; k < in.numel / 2; k += c.n_threads)
+        best.consider(pairs[2 * k], int32_t(pairs[2 * k + 1]));
+    } else {
+      best = argmax_scan(c, logits, 0, logits.numel);
+    }
+    const ArgmaxCandidate total = argmax_block(c, best, red_v, red_i);
+    sample_from_logits(c, logits, floats, ints, out, total.v, total.i);
+    return;
+  }
+  if (c.inst->n_inputs != 1) return op_fail(c, code + 7);
   if ((p.flags & 1) != 0) {  // reduce the (value, index) pairs
     if (last != 2 || in.numel < 2 || in.dtype != AMK_DTYPE_F32) return op_fail(c, code + 4);
     if (out.dtype != AMK_DTYPE_I32 || out.numel != 1) return op_fail(c, code + 2);

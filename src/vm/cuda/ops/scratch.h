@@ -5,7 +5,8 @@
 // Per op (src/vm/cuda/ops/*.cuh):
 //   COPY, ADD, SILU_MUL, EMBED, KV_APPEND, ATTENTION_COMBINE   none
 //   RMSNORM        32 floats (block_sum) for rows longer than 256; none for shorter rows
-//   SAMPLE_ARGMAX  32 floats + 32 int32 (the per-warp bests)
+//   SAMPLE_ARGMAX  32 floats + 32 int32 (the per-warp bests); sampling (flags bit 1)
+//                  kSampleScratchBytes (8 uint64 per warp)
 //   ROPE/ROPE_FREQ head_dim doubles (the row's cos/sin table)
 //   ATTENTION_TILE none required; with attention_split_scratch_bytes() it runs its chunked
 //                  decode fast path (16-byte rows) or, for other rows, splits each head's keys
@@ -24,6 +25,9 @@ inline constexpr int kOpMaxHeadDim = 256;
 
 // block_sum's 32 floats; SAMPLE_ARGMAX's 32 floats + 32 int32.
 inline constexpr int kReductionScratchBytes = 32 * 4 + 32 * 4;
+
+// SAMPLE_ARGMAX sampling (flags bit 1, ops/sampling.cuh): 8 uint64 sums per warp.
+inline constexpr int kSampleScratchBytes = 32 * 8 * 8;
 
 constexpr int round_up16(int bytes) { return (bytes + 15) / 16 * 16; }
 
