@@ -2,7 +2,7 @@
 # Runs ON THE GPU MACHINE, from the repository root: every GPU-side check and benchmark of AMK in
 # one command that stays well inside the device's 10-minute limit.
 #
-#   scripts/gpu_check.sh [--prebuilt DIR] [--quick] [--budget SECONDS]
+#   scripts/gpu_check.sh [--prebuilt DIR] [--quick] [--budget SECONDS] [--gguf FILE]
 #
 #   --prebuilt DIR  use DIR/amk and DIR/amk_gpu_tests (made here by scripts/gpu_pack.sh) instead
 #                   of building; the GPU machine has no network and no apt, so building there
@@ -14,6 +14,10 @@
 #   --config FILE   the ScheduleConfig of the benchmarks (default: none, so each model gets the
 #                   config derived from it and the GPU, amk/lowering.h default_schedule_config;
 #                   bench/configs/decode.json is the hand-tuned llama-3.2-1b override)
+#   --gguf FILE     the SmolLM2-135M-Instruct Q4_1 GGUF (../shared/models/README.md): `amk generate`
+#                   on the megakernel must give the README's greedy continuation, a seeded
+#                   sampled generation must repeat itself, and `amk bench` times it against the
+#                   peer on the same (dequantised) weights
 #
 # Steps: GPU info and clocks; the GPU tests; compute-sanitizer memcheck and racecheck on the
 # tiny-llama oracle (fp32, --device cuda); `amk bench` on llama-3.2-1b (+ torch peer, its step
@@ -26,14 +30,15 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 root=$PWD
 
-prebuilt="" quick=0 budget=540 config=""
+prebuilt="" quick=0 budget=540 config="" gguf=""
 while (($#)); do
   case "$1" in
     --prebuilt) prebuilt="${2:?--prebuilt needs a directory}"; shift 2 ;;
     --quick) quick=1; shift ;;
     --budget) budget="${2:?--budget needs seconds}"; shift 2 ;;
     --config) config="${2:?--config needs a file}"; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    --gguf) gguf="${2:?--gguf needs a file}"; shift 2 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "gpu_check: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -171,6 +176,40 @@ if ((quick)); then
   record "bench llama-3.1-8b" "SKIPPED (--quick)" "-"
 else
   bench llama-3.1-8b 400 --check-positions 300  # one CPU step of the 8B takes ~3 minutes
+fi
+
+# ---- the real model: SmolLM2 GGUF on the megakernel -------------------------------------------
+if [[ -n "$gguf" ]]; then
+  question="What is the capital of France?"
+  run_step gguf-greedy 60 "$amk" generate "$gguf" -p "$question" --chat --temp 0 -n 32 --json --device cuda
+  rc=$?
+  ids=$(grep '^{' "$logs/gguf-greedy.log" | tail -1 | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); t=r["timings"]; print(" ".join(map(str, r["ids"])), "|", r["device"], "|", round(t["decode_tokens_per_s"], 1), "|", round(t["first_token_s"], 3))' 2>/dev/null)
+  verdict=$(verdict_of $rc)
+  # ../shared/models/README.md: the greedy continuation is 504 3575 282 4649 314 7042 30 2.
+  [[ "$verdict" == PASS && "${ids%% |*}" != "504 3575 282 4649 314 7042 30 2" ]] && verdict="FAIL (ids)"
+  record "gguf greedy" "$verdict" "ids ${ids:-?} (ids | device | tok/s | first token s)"
+  sampled=()
+  for i in 1 2; do
+    run_step "gguf-sampled-$i" 60 "$amk" generate "$gguf" -p "Write a short poem about the sea." --chat \
+      --temp 0.8 --top-p 0.9 --top-k 50 --seed 42 -n 48 --json --device cuda
+    sampled+=("$(grep '^{' "$logs/gguf-sampled-$i.log" | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["ids"])' 2>/dev/null)")
+  done
+  verdict=PASS
+  [[ -z "${sampled[0]}" || "${sampled[0]}" != "${sampled[1]}" ]] && verdict="FAIL (repeat)"
+  record "gguf sampled x2" "$verdict" "seed 42 twice: $(echo "${sampled[0]}" | cut -c1-60)"
+  run_step bench-smollm2-gguf 200 "$amk" bench "$gguf" --peer --json "$out/bench-smollm2-gguf.json" \
+    --results "$out/results.tsv" --tag "gpu-check-$(date +%m%d)" --context 512
+  rc=$?
+  detail=$(python3 - "$out/bench-smollm2-gguf.json" <<'PY' 2>/dev/null
+import json, sys
+r = json.load(open(sys.argv[1]))
+peer = r.get("peer_us_per_token")
+s = f"{r['median_us_per_token']:.1f} us/token, {r['pct_of_floor']:.1f}% of floor"
+s += f", peer {peer:.1f} us, speed-up {r['speedup']:.2f}x" if peer else ", peer failed"
+print(s)
+PY
+)
+  record "bench smollm2 gguf" "$(verdict_of $rc)" "${detail:-no report}"
 fi
 
 # ---- the report -------------------------------------------------------------------------------

@@ -18,7 +18,7 @@
 
 namespace amk {
 
-inline constexpr std::string_view kIrVersion = "0.4.0";
+inline constexpr std::string_view kIrVersion = "0.5.0";
 inline constexpr std::string_view kAbiVersion = "0.6";
 
 inline constexpr int kMaxInputs = 8;
