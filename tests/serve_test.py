@@ -76,7 +76,7 @@ class Server:
             self.proc.wait(10)
 
 
-def http(server, method, path, body=None, headers=None, timeout=120):
+def call(server, method, path, body=None, headers=None, timeout=120):
     """(status, headers, body text) over http.client."""
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=timeout)
     try:
@@ -120,7 +120,7 @@ def is_error_body(text, status, param=None):
 
 
 def metrics(server):
-    status, _, text = http(server, "GET", "/metrics")
+    status, _, text = call(server, "GET", "/metrics")
     if status != 200:
         fail(f"/metrics answered {status}")
     families = {f.name: f for f in text_string_to_metric_families(text)}
@@ -182,7 +182,7 @@ def run_checks(args, server):
     saw_loading = False
     deadline = time.time() + 120
     while True:
-        status, _, body = http(server, "GET", "/health", timeout=10)
+        status, _, body = call(server, "GET", "/health", timeout=10)
         if status == 503:
             saw_loading = saw_loading or json.loads(body).get("status") == "loading"
         if status == 200 or time.time() > deadline:
@@ -356,7 +356,7 @@ def run_checks(args, server):
                                   "stream": True, "seed": 3}),
                  headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
     resp = conn.getresponse()
-    first = resp.fp.readline()
+    first = resp.readline()
     check(resp.status == 200 and first.startswith(b"data: "), "a long stream is running")
     t0 = time.time()
     server.proc.send_signal(signal.SIGTERM)
@@ -377,19 +377,29 @@ def run_checks(args, server):
     small = Server(args.amk, args.model, "--max-queue", "1", "--quiet")
     try:
         deadline = time.time() + 120
-        while http(small, "GET", "/health", timeout=10)[0] != 200 and time.time() < deadline:
+        while call(small, "GET", "/health", timeout=10)[0] != 200 and time.time() < deadline:
             time.sleep(0.1)
-        body = {"messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": 60, "temperature": 0}
+        # Counting goes on without an eos: each request runs its 150 tokens (seconds on the CPU).
+        body = {"prompt": "1, 2, 3, 4, 5, 6, 7,", "max_tokens": 150, "temperature": 0}
 
         def post(_):
-            return http(small, "POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+            return call(small, "POST", "/v1/completions", body, {"Content-Type": "application/json"})
 
+        # One runs (seen in the metrics), then three more arrive: one waits, two find the queue full.
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            answers = list(pool.map(post, range(4)))
+            running = pool.submit(post, 0)
+            deadline = time.time() + 60
+            while sample_value(metrics(small), "amk_requests_running", "amk_requests_running") != 1:
+                if time.time() > deadline or running.done():
+                    fail("the first request was not seen running")
+                time.sleep(0.02)
+            others = [pool.submit(post, i) for i in range(3)]
+            answers = [running.result()] + [f.result() for f in others]
         statuses = sorted(a[0] for a in answers)
         full = [a for a in answers if a[0] == 503]
-        check(statuses.count(200) >= 2 and full and all(a[1].get("Retry-After") and is_error_body(a[2], 503) for a in full),
-              f"--max-queue 1: statuses {statuses}, 503s with Retry-After")
+        check(statuses == [200, 200, 503, 503] and all(a[1].get("Retry-After") == "1" and is_error_body(a[2], 503)
+                                                       for a in full),
+              f"--max-queue 1: statuses {statuses}, the 503s with Retry-After")
         small.proc.send_signal(signal.SIGTERM)
         check(small.proc.wait(30) == 0, "the second server exits 0 on SIGTERM")
     finally:
