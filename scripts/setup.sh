@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
-          libbenchmark-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev python3-venv)
+          libbenchmark-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev pkgconf python3-venv curl)
 if [[ "${1:-}" == "--fuzz" ]]; then packages+=(clang libclang-rt-14-dev); fi
 
 missing=()

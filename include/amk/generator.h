@@ -61,13 +61,16 @@ class Generator {
   using TextCallback = std::function<void(std::string_view)>;
   // Prefill progress: (tokens fed, tokens to feed).
   using ProgressCallback = std::function<void(int64_t, int64_t)>;
+  // Each generated token's id as soon as it is sampled (before its text is final): for
+  // per-token timings (a server's inter-token latency) and counts.
+  using TokenCallback = std::function<void(int64_t)>;
 
   // Generates from `prompt` (non-empty, ids inside the vocabulary, shorter than the decoder's
   // context). `on_text` receives each piece of text as it becomes final. Throws
   // std::invalid_argument for a bad prompt or options, DecodeError when a step fails.
   GenerationResult generate(std::span<const int64_t> prompt, const GenerationOptions& options,
                             const TextCallback& on_text = {}, const std::atomic<bool>* interrupt = nullptr,
-                            const ProgressCallback& on_prefill = {});
+                            const ProgressCallback& on_prefill = {}, const TokenCallback& on_token = {});
 
   // The tokens the decoder's KV cache holds, in order.
   const std::vector<int64_t>& cached_tokens() const { return cached_; }

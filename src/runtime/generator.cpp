@@ -39,7 +39,7 @@ void Generator::reset() {
 
 GenerationResult Generator::generate(std::span<const int64_t> prompt, const GenerationOptions& options,
                                      const TextCallback& on_text, const std::atomic<bool>* interrupt,
-                                     const ProgressCallback& on_prefill) {
+                                     const ProgressCallback& on_prefill, const TokenCallback& on_token) {
   if (prompt.empty()) throw std::invalid_argument("the prompt has no tokens");
   if (options.max_new_tokens < 0) throw std::invalid_argument("max_new_tokens must be >= 0");
   if (const std::string problem = sampling_params_problem(options.sampling); !problem.empty())
@@ -103,6 +103,7 @@ GenerationResult Generator::generate(std::span<const int64_t> prompt, const Gene
       first_token_at = Clock::now();
       result.first_token_seconds = seconds_since(start);
     }
+    if (on_token) on_token(token);
     if (std::find(options.eos_ids.begin(), options.eos_ids.end(), token) != options.eos_ids.end()) {
       result.finish = FinishReason::Stop;
       break;
