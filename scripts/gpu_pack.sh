@@ -37,15 +37,24 @@ strip --strip-debug .gpu/amk .gpu/amk_gpu_tests 2>/dev/null || true
 
 # The GPU machine has the driver (libcuda) and a C++ runtime, nothing from Debian's -dev packages:
 # anything else dynamically linked would fail there.
+# Shared libraries beyond libc/libstdc++/the driver (cpp-httplib and what it needs: Debian has
+# no static archive of it) travel in .gpu/lib; `amk` finds them there through its
+# $ORIGIN/lib search path (CMakeLists.txt). Anything still missing is an error.
 status=0
+base='^(linux-vdso|/lib64/ld-linux|libc\.so|libm\.so|libstdc\+\+|libgcc_s|libdl|libpthread|librt|libcuda\.so)'
+rm -rf .gpu/lib
 for bin in .gpu/amk .gpu/amk_gpu_tests; do
-  extra=$(ldd "$bin" | awk '{print $1}' |
-          grep -vE '^(linux-vdso|/lib64/ld-linux|libc\.so|libm\.so|libstdc\+\+|libgcc_s|libdl|libpthread|librt|libcuda\.so)' || true)
-  if [[ -n "$extra" ]]; then
-    echo "gpu_pack: WARNING: $bin needs libraries the GPU machine may lack: ${extra//$'\n'/ }" >&2
-    status=1
-  fi
+  while read -r name path; do
+    [[ -z "$name" ]] && continue
+    if [[ "$bin" == .gpu/amk && -f "$path" ]]; then
+      mkdir -p .gpu/lib && cp -L "$path" ".gpu/lib/$name"
+    else
+      echo "gpu_pack: ERROR: $bin needs $name, which the GPU machine may lack" >&2
+      status=1
+    fi
+  done < <(ldd "$bin" | awk '$2 == "=>" {print $1, $3}' | grep -vE "$base" || true)
 done
+[[ -d .gpu/lib ]] && echo "gpu_pack: bundled in .gpu/lib: $(ls .gpu/lib | tr '\n' ' ')"
 
 echo "gpu_pack: built for sm_90a (Release) into .gpu/:"
 ls -l .gpu/amk .gpu/amk_gpu_tests | awk '{printf "  %-22s %6.1f MiB\n", $9, $5 / 1048576}'

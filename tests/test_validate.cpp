@@ -1131,6 +1131,26 @@ TEST(ValidateParamShapes, PartialArgmaxMustStayInsideTheLogitsAndThePairs) {
                        "must be [P, 2] (value, index) pairs with a row m_off 2"));
 }
 
+TEST(ValidateParamShapes, SamplingTakesALogitsRowAndTheTwoSettingsBuffers) {
+  const auto sampling = [](DType floats_dtype, int64_t ints_numel, bool drop_ints) {
+    Program p;
+    const int64_t logits = p.new_buffer("logits", BufferKind::IO_INPUT, DType::F32, {1, 16});
+    const int64_t f = p.new_buffer("sampling_floats", BufferKind::IO_INPUT, floats_dtype, {4});
+    const int64_t i = p.new_buffer("sampling_ints", BufferKind::IO_INPUT, DType::I32, {ints_numel});
+    const int64_t next = p.new_buffer("next", BufferKind::IO_OUTPUT, DType::I32, {1});
+    Params params;
+    params.set_int("flags", 2);
+    std::vector<int64_t> in{logits, f};
+    if (!drop_ints) in.push_back(i);
+    p.add_task(Op::SAMPLE_ARGMAX, in, {next}, p.new_counter(), {}, params, "sample");
+    return p;
+  };
+  EXPECT_TRUE(Clean(validate(sampling(DType::F32, 8, false))));
+  EXPECT_TRUE(Rejected(validate(sampling(DType::BF16, 8, false)), "must be F32 with at least 4 elements"));
+  EXPECT_TRUE(Rejected(validate(sampling(DType::F32, 5, false)), "must be I32 with at least 8 elements"));
+  EXPECT_TRUE(Rejected(validate(sampling(DType::F32, 8, true)), "3 inputs, not 2"));
+}
+
 TEST(ValidateParamShapes, EmbedHiddenMustDivideTheTableRow) {
   const auto embed = [](int64_t hidden, int64_t out_cols) {
     Program p;

@@ -205,8 +205,30 @@ void check_attention_heads(const TaskParams& c, bool fused) {
 
 // A partial SAMPLE_ARGMAX (n_off, N_tile, m_off; flags bit 0 clear) reads logits
 // [n_off, n_off + N_tile) of one row and writes row m_off of its [P, 2] pairs.
+// Sampling (flags bit 1): [pairs,] a logits row, the settings floats F32 [>= 4] and ints
+// I32 [>= 8] (amk/sampler.h PackedSampling), one token out.
+void check_sampling(const TaskParams& c, int64_t flags) {
+  const Task& t = c.task();
+  const size_t first = (flags & 1) != 0 ? 1 : 0;
+  if (t.inputs.size() != first + 3) {
+    c.error("sampling (flags bit 1) takes " + std::string(first ? "the pairs, " : "") +
+            "the logits row and the two settings buffers: " + num(int64_t(first + 3)) + " inputs, not " +
+            num(int64_t(t.inputs.size())));
+    return;
+  }
+  if (const Buffer* logits = c.in(first); logits && !logits->shape.empty() && logits->shape.back() != logits->numel())
+    c.error("the logits " + c.ref(*logits) + " must be one row");
+  if (const Buffer* f = c.in(first + 1); f && (f->dtype != DType::F32 || f->numel() < 4))
+    c.error("the sampling floats " + c.ref(*f) + " must be F32 with at least 4 elements");
+  if (const Buffer* i = c.in(first + 2); i && (i->dtype != DType::I32 || i->numel() < 8))
+    c.error("the sampling ints " + c.ref(*i) + " must be I32 with at least 8 elements");
+  if (const Buffer* out = c.out(0); out && out->numel() != 1)
+    c.error("output 0 " + c.ref(*out) + " must hold one token");
+}
+
 void check_argmax(const TaskParams& c) {
   const Task& t = c.task();
+  if (const int64_t flags = int_param(t, "flags").value_or(0); (flags & 2) != 0) return check_sampling(c, flags);
   const auto off = int_param(t, "n_off"), len = int_param(t, "N_tile"), slot = int_param(t, "m_off");
   if ((int_param(t, "flags").value_or(0) & 1) != 0 || !off || !len || !slot) return;
   if (const Buffer* logits = c.in(0); logits && !logits->shape.empty()) {
