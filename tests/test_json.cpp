@@ -863,7 +863,7 @@ TEST(JsonVersions, NewerMinorLoadsWithWarningsAndDropsUnknownFields) {
                              R"(version of the format) (2 times, first at $.buffers[0]))"))
       << all;
   EXPECT_EQ(r.warnings.size(), 8u) << all;
-  EXPECT_EQ(r.program->ir_version, "0.5.0");  // kept, as the reference keeps it
+  EXPECT_EQ(r.program->ir_version, "0.6.0");  // kept, as the reference keeps it
   EXPECT_EQ(r.program->target->num_sms, 132);
   EXPECT_EQ(std::get<std::string>(r.program->config->sm_assignment), "round_robin");
   // and the known fields round-trip
