@@ -692,6 +692,24 @@ TEST(ValidateOrdering, AReaderBeforeSomeTilesReadsUnwrittenColumns) {
                        "write only part of it"));
 }
 
+TEST(ValidateOrdering, TilesThatLeaveColumnsUnwrittenAreAnUninitializedRead) {
+  // One tile of 8 columns of a 16-column buffer, then a read of all of it: every writer precedes
+  // the read, yet columns [8, 16) are never written (hostile battery, issue 10: was VALID).
+  Tiny t = tiny();
+  const int64_t z = t.p.new_buffer("z", BufferKind::IO_OUTPUT, DType::F16, {1, 16});
+  t.p.buffers[static_cast<size_t>(t.y)].kind = BufferKind::ACTIVATION;
+  t.p.tasks.pop_back();  // proj1 gone
+  t.p.add_task(Op::COPY, {t.y}, {z}, t.p.new_counter(), {{t.c_proj, 1}}, {}, "read");
+  EXPECT_TRUE(Rejected(validate(t.p), "task 2 (read) reads buffer #4 ('y') but its writers write "
+                                      "only part of it (the rest is never written"));
+  // Its twin with both tiles is valid, and so is a grid of 2-D GEMM tiles.
+  Tiny u = tiny();
+  const int64_t z2 = u.p.new_buffer("z", BufferKind::IO_OUTPUT, DType::F16, {1, 16});
+  u.p.buffers[static_cast<size_t>(u.y)].kind = BufferKind::ACTIVATION;
+  u.p.add_task(Op::COPY, {u.y}, {z2}, u.p.new_counter(), {{u.c_proj, 2}}, {}, "read");
+  EXPECT_TRUE(Clean(validate(u.p)));
+}
+
 // COPY -> A, then n in-place ADD(A) -> A, each ordered after the previous, then A -> y.
 Program accumulation(int64_t n) {
   Program p;
@@ -923,10 +941,10 @@ struct KvProgram {
 KvProgram kv_program(bool append) {
   KvProgram k;
   Program& p = k.p;
-  const int64_t q = p.new_buffer("q", BufferKind::IO_INPUT, DType::F16, {1, 2, 4});
+  const int64_t q = p.new_buffer("q", BufferKind::IO_INPUT, DType::F16, {1, 1, 4});
   const int64_t k_new = p.new_buffer("k_new", BufferKind::IO_INPUT, DType::F16, {1, 1, 4});
   const int64_t cache = p.new_buffer("kv", BufferKind::KV_CACHE, DType::F16, {8, 1, 4});
-  const int64_t out = p.new_buffer("out", BufferKind::IO_OUTPUT, DType::F16, {1, 8});
+  const int64_t out = p.new_buffer("out", BufferKind::IO_OUTPUT, DType::F16, {1, 4});
   k.c_append = p.new_counter("append");
   const int64_t c_attn = p.new_counter("attn");
   if (append) {
@@ -1049,6 +1067,119 @@ TEST(ValidateParamShapes, AttentionWindowAndHeadsMustMatchTheCache) {
   k.p.tasks[1].params.set_int("n_kv_heads", 2);
   k.p.tasks[1].params.set_int("n_heads", 2);
   EXPECT_TRUE(Rejected(validate(k.p), "param n_kv_heads 2 disagrees with input 2 (v cache)"));
+}
+
+TEST(ValidateParamShapes, NegativeOffsetsAndEmptyTilesAreRejected) {
+  // Each of these passed validate() and failed only in the VM (hostile battery, issue 10).
+  Tiny t = tiny();
+  t.p.tasks[1].params = gemv_params(16, 4, -4);  // columns [-4, 0): before the output
+  EXPECT_TRUE(Rejected(validate(t.p), "task 1 (proj0) GEMV_TILE: param n_off -4 must be >= 0"));
+  t = tiny();
+  t.p.tasks[1].params = gemv_params(16, 0, 0);
+  EXPECT_TRUE(Rejected(validate(t.p), "param N_tile 0 must be >= 1"));
+  t = tiny();
+  t.p.tasks[1].params = gemv_params(0, 8, 0);
+  EXPECT_TRUE(Rejected(validate(t.p), "param K 0 must be >= 1"));
+  EXPECT_TRUE(Rejected(validate(two_appends(-1, 6)), "KV_APPEND: param pos -1 must be >= 0"));
+  KvProgram k = kv_program(true);
+  k.p.tasks[1].params.set_int("kv_start", -1);
+  EXPECT_TRUE(Rejected(validate(k.p), "ATTENTION_TILE: param kv_start -1 must be >= 0"));
+}
+
+// x [2, 8] -> GEMM tiles of one row x 4 columns at (m_off, n_off) -> A -> COPY -> y.
+Program gemm_tiles(const std::vector<std::pair<int64_t, int64_t>>& at) {
+  Program p;
+  const int64_t x = p.new_buffer("x", BufferKind::IO_INPUT, DType::F32, {2, 8});
+  const int64_t w = p.new_buffer("w", BufferKind::WEIGHT, DType::F32, {8, 8});
+  const int64_t a = p.new_buffer("A", BufferKind::ACTIVATION, DType::F32, {2, 8});
+  const int64_t y = p.new_buffer("y", BufferKind::IO_OUTPUT, DType::F32, {2, 8});
+  const int64_t c = p.new_counter(), done = p.new_counter();
+  for (const auto& [m_off, n_off] : at) {
+    Params params = gemv_params(8, 4, n_off);
+    params.set_int("M_tile", 1);
+    params.set_int("m_off", m_off);
+    p.add_task(Op::GEMM_TILE, {x, w}, {a}, c, {}, params, "tile");
+  }
+  p.add_task(Op::COPY, {a}, {y}, done, {{c, static_cast<int64_t>(at.size())}}, {}, "read");
+  return p;
+}
+
+TEST(ValidateParamShapes, GemmTileRowsMustStayInsideX) {
+  EXPECT_TRUE(Clean(validate(gemm_tiles({{0, 0}, {0, 4}, {1, 0}, {1, 4}}))));
+  EXPECT_TRUE(Rejected(validate(gemm_tiles({{2, 0}})),
+                       "task 0 (tile) GEMM_TILE: param m_off 2 + M_tile 1 exceeds the 2 rows of "
+                       "input 0 (x) buffer #0 ('x') shape [2,8]"));
+  EXPECT_TRUE(Rejected(validate(gemm_tiles({{-1, 0}})), "param m_off -1 must be >= 0"));
+}
+
+TEST(ValidateParamShapes, PartialArgmaxMustStayInsideTheLogitsAndThePairs) {
+  const auto argmax = [](int64_t n_off, int64_t n_tile, int64_t m_off) {
+    Program p;
+    const int64_t logits = p.new_buffer("logits", BufferKind::IO_INPUT, DType::F32, {1, 16});
+    const int64_t pairs = p.new_buffer("pairs", BufferKind::IO_OUTPUT, DType::F32, {2, 2});
+    Params params;
+    params.set_int("n_off", n_off);
+    params.set_int("N_tile", n_tile);
+    params.set_int("m_off", m_off);
+    p.add_task(Op::SAMPLE_ARGMAX, {logits}, {pairs}, p.new_counter(), {}, params, "part");
+    return p;
+  };
+  EXPECT_TRUE(Clean(validate(argmax(8, 8, 1))));
+  EXPECT_TRUE(Rejected(validate(argmax(8, 16, 0)),
+                       "range n_off 8, N_tile 16 must lie in the 16 logits of input 0"));
+  EXPECT_TRUE(Rejected(validate(argmax(0, 8, 2)),
+                       "must be [P, 2] (value, index) pairs with a row m_off 2"));
+}
+
+TEST(ValidateParamShapes, EmbedHiddenMustDivideTheTableRow) {
+  const auto embed = [](int64_t hidden, int64_t out_cols) {
+    Program p;
+    const int64_t ids = p.new_buffer("ids", BufferKind::IO_INPUT, DType::I32, {1});
+    const int64_t table = p.new_buffer("table", BufferKind::WEIGHT, DType::F32, {16, 8});
+    const int64_t out = p.new_buffer("e", BufferKind::IO_OUTPUT, DType::F32, {1, out_cols});
+    Params params;
+    params.set_int("hidden", hidden);
+    p.add_task(Op::EMBED, {ids, table}, {out}, p.new_counter(), {}, params, "embed");
+    return p;
+  };
+  EXPECT_TRUE(Clean(validate(embed(8, 8))));
+  EXPECT_TRUE(Rejected(validate(embed(3, 8)), "param hidden 3 must be >= 1 and divide the row "
+                                              "width 8 of input 1 (table)"));
+  EXPECT_TRUE(Rejected(validate(embed(8, 4)), "output 0 buffer #2 ('e') shape [1,4] has 4 "
+                                              "elements, 1 ids x row width 8 make 8"));
+}
+
+TEST(ValidateParamShapes, AttentionHeadsMustMatchQAndTheHeadRange) {
+  KvProgram k = kv_program(true);
+  const int64_t n_heads = k.p.tasks[1].params.find("n_heads")->i;
+  k.p.tasks[1].params.set_int("n_heads", 2 * n_heads);
+  EXPECT_TRUE(Rejected(validate(k.p), "ATTENTION_TILE: input 0 (q)"));
+  k = kv_program(true);
+  k.p.tasks[1].params.set_int("n_off", 0);
+  k.p.tasks[1].params.set_int("N_tile", n_heads + 1);
+  EXPECT_TRUE(Rejected(validate(k.p), "head range n_off 0, N_tile " + std::to_string(n_heads + 1) +
+                                          " must lie in the " + std::to_string(n_heads) + " heads"));
+  k = kv_program(true);
+  k.p.tasks[1].params.set_int("n_off", 0);
+  EXPECT_TRUE(Rejected(validate(k.p), "params n_off and N_tile (a head range) come together"));
+}
+
+TEST(ValidateParamShapes, CombineHeadRangeMustFitItsOutput) {
+  const auto combine = [](int64_t n_off) {
+    Program p;
+    const int64_t p0 = p.new_buffer("p0", BufferKind::IO_INPUT, DType::F32, {12});
+    const int64_t p1 = p.new_buffer("p1", BufferKind::IO_INPUT, DType::F32, {12});
+    const int64_t out = p.new_buffer("o", BufferKind::IO_OUTPUT, DType::F32, {1, 16});
+    Params params;
+    params.set_int("head_dim", 4);
+    params.set_int("n_off", n_off);
+    params.set_int("N_tile", 2);
+    p.add_task(Op::ATTENTION_COMBINE, {p0, p1}, {out}, p.new_counter(), {}, params, "combine");
+    return p;
+  };
+  EXPECT_FALSE(Rejected(validate(combine(2)), "head range"));  // heads [2, 4) of 4
+  EXPECT_TRUE(Rejected(validate(combine(3)), "head range n_off 3, N_tile 2 (head_dim 4) must lie "
+                                             "in the 16 elements of output 0"));
 }
 
 

@@ -1,7 +1,9 @@
 // Params against buffer shapes: a task whose params address outside its buffers (a GEMV tile
-// past the weight's rows or the output's columns, K that is not x's last dimension or the
-// weight's columns, an append past the cache's rows, an attention window past them or head
-// counts that disagree with the cache, a norm whose hidden is not x's last dimension) would
+// past the weight's rows or the output's columns or at a negative offset, a GEMM tile past x's
+// rows, K that is not x's last dimension or the weight's columns, an append before or past the
+// cache's rows, an attention window outside them, head counts that disagree with the cache or
+// q, a head range outside the heads, a partial argmax outside the logits or its pairs, an embed
+// row width that hidden does not divide, a norm whose hidden is not x's last dimension) would
 // only fail in the VM, after other tasks may have written GPU memory. validate() rejects it
 // first. Driven by op; each check mirrors the reference op's (src/vm/reference/ops/), and is
 // skipped where a param is missing or malformed or a buffer reference is bad (those are
@@ -9,7 +11,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
+#include "amk/op_flags.h"
 #include "ir/validate_context.h"
 
 namespace amk::detail {
@@ -57,14 +62,41 @@ struct TaskParams {
   }
 };
 
+// A present param below its minimum is an error naming it; returns whether it is usable.
+bool at_least(const TaskParams& c, std::string_view key, const std::optional<int64_t>& v,
+              int64_t min) {
+  if (!v) return false;
+  if (*v >= min) return true;
+  c.error("param " + std::string(key) + " " + std::to_string(*v) + " must be >= " +
+          std::to_string(min));
+  return false;
+}
+
+std::string num(int64_t v) { return std::to_string(v); }
+
 void check_gemv(const TaskParams& c, size_t x_at, size_t w_at) {
   const auto K = int_param(c.task(), "K"), n_off = int_param(c.task(), "n_off"),
              n_tile = int_param(c.task(), "N_tile");
-  if (!K || !n_off || !n_tile || *K < 1 || *n_off < 0 || *n_tile < 1) return;
+  const bool k_ok = at_least(c, "K", K, 1);
+  const bool off_ok = at_least(c, "n_off", n_off, 0);
+  const bool tile_ok = at_least(c, "N_tile", n_tile, 1);
+  if (!k_ok || !off_ok || !tile_ok) return;
   const int64_t end = *n_off + *n_tile;  // int32 params: no int64 overflow
   if (const Buffer* x = c.in(x_at); x && !x->shape.empty() && x->shape.back() != *K)
     c.error("param K " + std::to_string(*K) + " is not the last dimension of input " +
             std::to_string(x_at) + " (x) " + c.ref(*x));
+  if (c.task().op == Op::GEMM_TILE) {
+    const auto m_tile = int_param(c.task(), "M_tile");
+    const std::optional<int64_t> m_off =
+        c.task().params.find("m_off") ? int_param(c.task(), "m_off") : std::optional<int64_t>(0);
+    const bool m_tile_ok = at_least(c, "M_tile", m_tile, 1);
+    const bool m_off_ok = at_least(c, "m_off", m_off, 0);
+    const Buffer* x = c.in(x_at);
+    if (m_tile_ok && m_off_ok && x && !x->shape.empty() && x->shape.back() == *K &&
+        *m_off + *m_tile > x->numel() / *K)
+      c.error("param m_off " + num(*m_off) + " + M_tile " + num(*m_tile) + " exceeds the " +
+              num(x->numel() / *K) + " rows of input " + num(int64_t(x_at)) + " (x) " + c.ref(*x));
+  }
   if (const Buffer* w = c.in(w_at); w && w->shape.size() == 2) {
     if (end > w->shape[0])
       c.error("param n_off " + std::to_string(*n_off) + " + N_tile " + std::to_string(*n_tile) +
@@ -91,7 +123,7 @@ void check_kv_append(const TaskParams& c) {
   const auto pos = int_param(c.task(), "pos");
   const Buffer* fresh = c.in(0);
   const Buffer* cache = c.in(1);
-  if (!pos || *pos < 0 || !fresh || !cache || cache->shape.size() != 3) return;
+  if (!at_least(c, "pos", pos, 0) || !fresh || !cache || cache->shape.size() != 3) return;
   int64_t row = 0;
   const int64_t numel = fresh->numel();
   if (__builtin_mul_overflow(cache->shape[1], cache->shape[2], &row) || row < 1 || numel < 1 || numel % row != 0) {
@@ -104,6 +136,118 @@ void check_kv_append(const TaskParams& c) {
   if (*pos > cache->shape[0] - n)
     c.error("param pos " + std::to_string(*pos) + " + " + std::to_string(n) +
             " new row(s) exceeds the rows of input 1 (cache) " + c.ref(*cache));
+}
+
+// The head range [n_off, n_off + N_tile) of an attention task (both params or neither: all
+// heads), in whole GQA groups of `align`; nullopt (after reporting) when it is outside.
+std::optional<std::pair<int64_t, int64_t>> head_range(const TaskParams& c, int64_t n_heads,
+                                                      int64_t align) {
+  const bool has_off = c.task().params.find("n_off"), has_tile = c.task().params.find("N_tile");
+  if (!has_off && !has_tile) return std::make_pair(int64_t{0}, n_heads);
+  const auto off = int_param(c.task(), "n_off"), tile = int_param(c.task(), "N_tile");
+  if (has_off != has_tile) {
+    c.error("params n_off and N_tile (a head range) come together");
+    return std::nullopt;
+  }
+  if (!off || !tile) return std::nullopt;
+  if (*off < 0 || *tile < 1 || *off + *tile > n_heads || *off % align != 0 || *tile % align != 0) {
+    c.error("head range n_off " + num(*off) + ", N_tile " + num(*tile) + " must lie in the " +
+            num(n_heads) + " heads" +
+            (align > 1 ? " in whole GQA groups (multiples of " + num(align) + ")" : ""));
+    return std::nullopt;
+  }
+  return std::make_pair(*off, *tile);
+}
+
+void check_numel(const TaskParams& c, const Buffer* b, std::string_view what, int64_t expected,
+                 std::string_view why) {
+  if (b && b->numel() != expected)
+    c.error(std::string(what) + " " + c.ref(*b) + " has " + num(b->numel()) + " elements, " +
+            std::string(why) + " make " + num(expected));
+}
+
+// The head params of ATTENTION_TILE (q at input 0) and ROPE_KV_ATTENTION_TILE (q, k, v at 0-2):
+// q's size, the head range and the output's size.
+void check_attention_heads(const TaskParams& c, bool fused) {
+  const Task& t = c.task();
+  const auto head_dim = int_param(t, "head_dim"), n_heads = int_param(t, "n_heads"),
+             n_kv = int_param(t, "n_kv_heads"), kv_start = int_param(t, "kv_start"),
+             kv_len = int_param(t, "kv_len");
+  at_least(c, "kv_start", kv_start, 0);
+  at_least(c, "kv_len", kv_len, 0);
+  if (!head_dim || !n_heads || !n_kv) return;
+  if (*head_dim < 1 || (fused && *head_dim % 2 != 0)) {
+    c.error("param head_dim " + num(*head_dim) + " must be " + (fused ? "even and " : "") +
+            ">= 1");
+    return;
+  }
+  if (*n_heads < 1 || *n_kv < 1 || *n_heads % *n_kv != 0) {
+    c.error("param n_heads " + num(*n_heads) + " must be a positive multiple of n_kv_heads " +
+            num(*n_kv));
+    return;
+  }
+  const std::string qd = "n_heads " + num(*n_heads) + " x head_dim " + num(*head_dim);
+  check_numel(c, c.in(0), "input 0 (q)", *n_heads * *head_dim, qd);
+  if (fused) {
+    const std::string kd = "n_kv_heads " + num(*n_kv) + " x head_dim " + num(*head_dim);
+    check_numel(c, c.in(1), "input 1 (k)", *n_kv * *head_dim, kd);
+    check_numel(c, c.in(2), "input 2 (v)", *n_kv * *head_dim, kd);
+  }
+  const auto heads = head_range(c, *n_heads, *n_heads / *n_kv);
+  if (!heads) return;
+  const int64_t flags = int_param(t, "flags").value_or(0);
+  const bool partial = (flags & attention_flags::kPartial) != 0;
+  const int64_t width = partial ? *head_dim + 2 : *head_dim;
+  check_numel(c, c.out(0), "output 0", heads->second * width,
+              std::string(heads->second == *n_heads ? "n_heads " : "N_tile ") +
+                  num(heads->second) + (partial ? " x (head_dim + 2) " + num(width) + " (a partial)"
+                                                : " x head_dim " + num(width)));
+}
+
+// A partial SAMPLE_ARGMAX (n_off, N_tile, m_off; flags bit 0 clear) reads logits
+// [n_off, n_off + N_tile) of one row and writes row m_off of its [P, 2] pairs.
+void check_argmax(const TaskParams& c) {
+  const Task& t = c.task();
+  const auto off = int_param(t, "n_off"), len = int_param(t, "N_tile"), slot = int_param(t, "m_off");
+  if ((int_param(t, "flags").value_or(0) & 1) != 0 || !off || !len || !slot) return;
+  if (const Buffer* logits = c.in(0); logits && !logits->shape.empty()) {
+    const int64_t V = logits->numel();
+    if (*off < 0 || *len < 1 || *off + *len > V)
+      c.error("range n_off " + num(*off) + ", N_tile " + num(*len) + " must lie in the " + num(V) +
+              " logits of input 0 " + c.ref(*logits));
+  }
+  if (const Buffer* out = c.out(0); out && !out->shape.empty()) {
+    if (out->shape.back() != 2 || *slot < 0 || 2 * (*slot + 1) > out->numel())
+      c.error("output 0 " + c.ref(*out) + " must be [P, 2] (value, index) pairs with a row m_off " +
+              num(*slot));
+  }
+}
+
+// EMBED: hidden divides the table's row width W; the output holds one row of W per id.
+void check_embed(const TaskParams& c) {
+  const auto hidden = int_param(c.task(), "hidden");
+  const Buffer* ids = c.in(0);
+  const Buffer* table = c.in(1);
+  if (!hidden || !table || table->shape.size() != 2) return;
+  const int64_t W = table->shape[1];
+  if (*hidden < 1 || W % *hidden != 0) {
+    c.error("param hidden " + num(*hidden) + " must be >= 1 and divide the row width " + num(W) +
+            " of input 1 (table) " + c.ref(*table));
+    return;
+  }
+  if (ids) check_numel(c, c.out(0), "output 0", ids->numel() * W, num(ids->numel()) + " ids x row width " + num(W));
+}
+
+// A head-ranged ATTENTION_COMBINE writes elements [n_off * head_dim, (n_off + N_tile) * head_dim)
+// of its one-row output.
+void check_combine(const TaskParams& c) {
+  const Task& t = c.task();
+  const auto off = int_param(t, "n_off"), tile = int_param(t, "N_tile"), hd = int_param(t, "head_dim");
+  const Buffer* out = c.out(0);
+  if (!off || !tile || !hd || *hd < 1 || !out) return;
+  if (*off < 0 || *tile < 1 || (*off + *tile) * *hd > out->numel())
+    c.error("head range n_off " + num(*off) + ", N_tile " + num(*tile) + " (head_dim " + num(*hd) +
+            ") must lie in the " + num(out->numel()) + " elements of output 0 " + c.ref(*out));
 }
 
 void check_attention(const TaskParams& c, size_t k_at) {
@@ -155,9 +299,20 @@ void check_task_params(const Program& p, Diagnostics& d) {
         break;
       case Op::ATTENTION_TILE:
         check_attention(c, 1);
+        check_attention_heads(c, /*fused=*/false);
         break;
       case Op::ROPE_KV_ATTENTION_TILE:
         check_attention(c, 3);
+        check_attention_heads(c, /*fused=*/true);
+        break;
+      case Op::SAMPLE_ARGMAX:
+        check_argmax(c);
+        break;
+      case Op::EMBED:
+        check_embed(c);
+        break;
+      case Op::ATTENTION_COMBINE:
+        check_combine(c);
         break;
       default:
         break;

@@ -10,7 +10,8 @@
 // write pairwise disjoint regions (tiles, KV rows: write_regions.h), or be totally ordered.
 // A task's own write comes after its read (ops read all inputs before writing). When the writers
 // ordered before a read are tiles (partial write regions), their regions must cover the whole
-// buffer: tiles written only after the read leave columns (rows) it reads unwritten.
+// buffer: tiles written only after the read, or by nobody, leave columns (rows) it reads
+// unwritten.
 //
 // Writers are grouped by out_counter: "all writers with counter c happen before t" is a single
 // happens-before query (c, t), so a reader of 1,000 tiles under one counter costs one query.
@@ -99,10 +100,13 @@ constexpr int64_t kUnorderedRunBudget = int64_t{1} << 22;
 // Do `regions` (writes to one buffer of `rows` x `cols` elements, in the write_region sense)
 // cover all of it? A whole write does; else tiles that each span every row must cover every
 // column, or tiles that each span every column must cover every row. Other shapes (2-D tiles)
-// count as not covering: the caller then requires every writer to precede the read.
-bool covers(std::vector<WriteRegion>& regions, int64_t rows, int64_t cols) {
+// are Unknown: where some writers follow the read the caller then requires every writer to
+// precede it; where all precede it, only a proven gap (NotCovered) is an error.
+enum class Coverage { Covered, NotCovered, Unknown };
+Coverage covers(std::vector<WriteRegion>& regions, int64_t rows, int64_t cols) {
   for (const WriteRegion& r : regions)
-    if (r.whole) return true;
+    if (r.whole) return Coverage::Covered;
+  const auto verdict = [](bool covered) { return covered ? Coverage::Covered : Coverage::NotCovered; };
   const auto spans = [](int64_t lo, int64_t hi, int64_t n) { return lo <= 0 && hi >= n; };
   const auto sweep = [&](auto lo_of, auto hi_of, int64_t n) {
     std::sort(regions.begin(), regions.end(),
@@ -116,13 +120,13 @@ bool covers(std::vector<WriteRegion>& regions, int64_t rows, int64_t cols) {
   };
   if (std::all_of(regions.begin(), regions.end(),
                   [&](const WriteRegion& r) { return r.row_lo == kRegionMin && r.row_hi == kRegionMax; }))
-    return sweep([](const WriteRegion& r) { return r.col_lo; },
-                 [](const WriteRegion& r) { return r.col_hi; }, cols);
+    return verdict(sweep([](const WriteRegion& r) { return r.col_lo; },
+                         [](const WriteRegion& r) { return r.col_hi; }, cols));
   if (std::all_of(regions.begin(), regions.end(),
                   [&](const WriteRegion& r) { return spans(r.col_lo, r.col_hi, cols); }))
-    return sweep([](const WriteRegion& r) { return r.row_lo; },
-                 [](const WriteRegion& r) { return r.row_hi; }, rows);
-  return false;
+    return verdict(sweep([](const WriteRegion& r) { return r.row_lo; },
+                         [](const WriteRegion& r) { return r.row_hi; }, rows));
+  return Coverage::Unknown;
 }
 
 }  // namespace
@@ -346,12 +350,12 @@ void check_races(const CheckInputs& in) {
                     buffer_ref(p, rc.buffer) +
                     " but no writer of it is ordered before it (an uninitialized read), data RACE");
     } else if (!rc.kv) {
-      // Some writers precede the read and the rest follow it: the preceding ones must write
-      // all of the buffer, else the read sees parts only a later writer fills.
+      // The writers that precede the read must write all of the buffer: else the read sees
+      // parts only a later writer fills (some writers follow it) or parts nobody writes.
       bool all_before = true, whole_before = false;
       for (size_t i = rc.req_begin; i < rc.req_end; ++i) all_before &= reqs[i].before;
       regions.clear();
-      for (size_t i = rc.req_begin; i < rc.req_end && !all_before && !whole_before; ++i) {
+      for (size_t i = rc.req_begin; i < rc.req_end && !whole_before; ++i) {
         const Requirement& r = reqs[i];
         if (!r.before) continue;
         // A chain's requirement names only the last writer before the read; the earlier links
@@ -366,11 +370,17 @@ void check_races(const CheckInputs& in) {
       const Buffer& buf = p.buffers[static_cast<size_t>(rc.buffer)];
       const int64_t cols = buf.shape.empty() ? buf.numel() : buf.shape.back();
       const int64_t rows = cols > 0 ? buf.numel() / cols : 0;
-      if (!all_before && !covers(regions, rows, cols))
+      const Coverage coverage = covers(regions, rows, cols);
+      if (!all_before && coverage != Coverage::Covered)
         in.diag.error("task " + task_ref(p, rc.task) + " reads buffer " +
                       buffer_ref(p, rc.buffer) +
                       " but the writers ordered before it write only part of it (the rest is "
                       "written after the read), data RACE");
+      else if (all_before && coverage == Coverage::NotCovered)
+        in.diag.error("task " + task_ref(p, rc.task) + " reads buffer " +
+                      buffer_ref(p, rc.buffer) +
+                      " but its writers write only part of it (the rest is never written: an "
+                      "uninitialized read), data RACE");
     }
   }
   for (size_t b = 0; b < nb; ++b)
