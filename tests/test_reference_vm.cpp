@@ -170,13 +170,24 @@ void bind_inputs(ReferenceVM& vm, int64_t token, int64_t pos) {
   vm.set_buffer(buffer_id(vm.program(), nm::kPos), Tensor::from_ints(DType::I32, {1}, p));
 }
 
+// Each position is its own program here (pos / kv_len are params), so the next step's VM takes
+// the previous step's KV_CACHE contents, matched by name (set_buffer checks dtype and shape).
+void carry_kv_cache(ReferenceVM& vm, const ReferenceVM& previous) {
+  for (const Buffer& b : vm.program().buffers) {
+    if (b.kind != BufferKind::KV_CACHE) continue;
+    const Buffer* from = previous.find_buffer(b.name);
+    if (from == nullptr || from->kind != BufferKind::KV_CACHE) continue;
+    vm.set_buffer(b.id, previous.buffer(from->id));
+  }
+}
+
 // A ready-to-run VM for one decode step, taking the KV cache of `previous` when given.
 std::unique_ptr<ReferenceVM> step_vm(const LlamaBlockShape& s, const Weights& w, int64_t token,
                                      int64_t pos, const ReferenceVM* previous = nullptr) {
   auto vm = std::make_unique<ReferenceVM>(build_llama_block(s, pos));
   bind_weights(*vm, w);
   bind_inputs(*vm, token, pos);
-  if (previous) vm->carry_kv_cache_from(*previous);
+  if (previous) carry_kv_cache(*vm, *previous);
   return vm;
 }
 

@@ -120,10 +120,6 @@ class CudaVM {
   void set_profiling(bool on);
   std::vector<TaskTiming> last_profile() const;
 
-  // Bytes of device memory this VM holds, by kind (for the benchmark's report).
-  int64_t weight_bytes() const;
-  int64_t device_bytes() const;
-
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

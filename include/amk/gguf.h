@@ -163,8 +163,6 @@ class GgufFile {
   GgufFile& operator=(const GgufFile&) = delete;
   ~GgufFile();
 
-  const std::filesystem::path& path() const;
-  uint64_t file_bytes() const;
   const GgufContents& contents() const;
   const GgufContents* operator->() const { return &contents(); }
 

@@ -69,11 +69,6 @@ class ReferenceVM {
   // The buffer with this name (first match), or nullptr.
   const Buffer* find_buffer(std::string_view name) const;
 
-  // Decode loop support: each position is its own program (pos / kv_len are params), so the next
-  // step's VM takes the previous step's KV_CACHE contents, matched by buffer name. Throws
-  // std::invalid_argument when same-named caches differ in dtype or shape.
-  void carry_kv_cache_from(const ReferenceVM& previous);
-
   // One forward pass. Transient buffers (ACTIVATION, IO_OUTPUT) are reset to NaN (integer dtypes:
   // a sentinel) first so a read before its write shows; KV_CACHE buffers keep their contents
   // across runs (zero until written or bound).
@@ -81,7 +76,6 @@ class ReferenceVM {
 
  private:
   bool ensure_storage(std::string* error);
-  const Buffer* buffer_record(int64_t id) const;
 
   Program program_;
   ValidationResult validation_;

@@ -200,7 +200,8 @@ void check_attention_heads(const TaskParams& c, bool fused) {
   const int64_t width = partial ? *head_dim + 2 : *head_dim;
   check_numel(c, c.out(0), "output 0", heads->second * width,
               std::string(heads->second == *n_heads ? "n_heads " : "N_tile ") +
-                  num(heads->second) + (partial ? " x (head_dim + 2)" : " x head_dim"));
+                  num(heads->second) + (partial ? " x (head_dim + 2) " + num(width) + " (a partial)"
+                                                : " x head_dim " + num(width)));
 }
 
 // A partial SAMPLE_ARGMAX (n_off, N_tile, m_off; flags bit 0 clear) reads logits

@@ -562,7 +562,6 @@ GgufContents parse_gguf(std::span<const std::byte> file, std::string_view displa
 // ---- the mapped file ----------------------------------------------------------------------------
 
 struct GgufFile::State {
-  std::filesystem::path path;
   model_detail::MappedFile file;
   GgufContents contents;
 };
@@ -574,7 +573,6 @@ GgufFile::~GgufFile() = default;
 
 GgufFile GgufFile::open(const std::filesystem::path& path) {
   auto state = std::make_unique<State>();
-  state->path = path;
   const std::string name = path.string();
   std::string error;
   state->file = model_detail::MappedFile::map(path, &error);
@@ -583,8 +581,6 @@ GgufFile GgufFile::open(const std::filesystem::path& path) {
   return GgufFile(std::move(state));
 }
 
-const std::filesystem::path& GgufFile::path() const { return state_->path; }
-uint64_t GgufFile::file_bytes() const { return state_->file.size(); }
 const GgufContents& GgufFile::contents() const { return state_->contents; }
 
 bool looks_like_gguf(const std::filesystem::path& path) {

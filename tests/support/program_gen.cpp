@@ -259,7 +259,8 @@ Program make_decoder(const DecoderGenOptions& o) {
                         {"kv_start", std::min(i * split, kv_len)},
                         {"kv_len", std::max<int64_t>(0, std::min(split, kv_len - i * split))},
                         {"n_heads", o.n_heads},
-                        {"n_kv_heads", o.n_kv_heads}});
+                        {"n_kv_heads", o.n_kv_heads},
+                        {"flags", 2}});  // partial: [acc | m | l] per head, for the combine
       ap.set_real("scale", 1.0 / std::sqrt(static_cast<double>(o.head_dim)));
       b.task(Op::ATTENTION_TILE, {q_rot, kcache, vcache}, {parts[static_cast<size_t>(i)]},
              {prev.all()}, ap, L + "attn[" + std::to_string(i) + "]");

@@ -270,7 +270,6 @@ struct CudaVM::Impl {
   int64_t max_seq = -1;  // rows of the KV cache, -1 without one
   uint32_t max_increment = 0;
   uint32_t epoch = 0;
-  int64_t weight_bytes = 0, device_bytes = 0;
 
   // A kernel that ignored the abort flag still owns the GPU: nothing may block on it again, so
   // every later call reports this instead, and the destructor leaks rather than hangs.
@@ -307,7 +306,6 @@ struct CudaVM::Impl {
     if (bytes <= 0) return nullptr;
     void* p = nullptr;
     check(cudaMalloc(&p, size_t(bytes)), fmt::format("cudaMalloc({}, {} bytes)", what, bytes));
-    device_bytes += bytes;
     return static_cast<T*>(p);
   }
 
@@ -395,7 +393,6 @@ void CudaVM::Impl::load() {
   own.assign(n, nullptr);
   for (size_t i = 0; i < n; ++i) {
     const Buffer& b = record(mp.buffer_ids[i]);
-    if (b.kind == BufferKind::WEIGHT) weight_bytes += mp.placement[i].nbytes;
     if (b.kind == BufferKind::KV_CACHE && max_seq < 0 && !b.shape.empty()) max_seq = b.shape[0];
     if (mp.placement[i].where != cuda::BufferPlacement::Where::Own) continue;
     if (alias_token && int32_t(i) == mp.token_buffer) continue;
@@ -472,7 +469,6 @@ CudaRunResult CudaVM::Impl::launch(int64_t position, int n_steps, std::vector<in
 
   if (mp.sink_instruction >= 0 && token_history_capacity < n_steps) {
     cudaFree(d_token_history);
-    device_bytes -= token_history_capacity * int64_t(sizeof(int32_t));
     d_token_history = nullptr;
     token_history_capacity = 0;
     d_token_history = alloc<int32_t>(int64_t(n_steps) * int64_t(sizeof(int32_t)), "token_history");
@@ -714,7 +710,5 @@ CudaRunResult CudaVM::run(int64_t position, int n_steps, std::vector<int32_t>* t
   return m.launch(position, n_steps, tokens);
 }
 
-int64_t CudaVM::weight_bytes() const { return impl_->weight_bytes; }
-int64_t CudaVM::device_bytes() const { return impl_->device_bytes; }
 
 }  // namespace amk

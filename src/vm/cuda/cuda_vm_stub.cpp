@@ -39,7 +39,5 @@ void CudaVM::zero_kv_cache() { not_built(); }
 CudaRunResult CudaVM::run(int64_t, int, std::vector<int32_t>*) { not_built(); }
 void CudaVM::set_profiling(bool) { not_built(); }
 std::vector<CudaVM::TaskTiming> CudaVM::last_profile() const { not_built(); }
-int64_t CudaVM::weight_bytes() const { not_built(); }
-int64_t CudaVM::device_bytes() const { not_built(); }
 
 }  // namespace amk

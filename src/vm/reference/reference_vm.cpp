@@ -129,11 +129,6 @@ ReferenceVM::ReferenceVM(Program program)
   }
 }
 
-const Buffer* ReferenceVM::buffer_record(int64_t id) const {
-  const auto it = buffer_index_.find(id);
-  return it == buffer_index_.end() ? nullptr : &program_.buffers[it->second];
-}
-
 const Buffer* ReferenceVM::find_buffer(std::string_view name) const {
   for (const Buffer& b : program_.buffers)
     if (b.name == name) return &b;
@@ -205,21 +200,6 @@ const Tensor& ReferenceVM::buffer(int64_t id) const {
     throw std::logic_error("ReferenceVM::buffer: " + describe(b) +
                            " has no storage (unbound, rejected program, or over the size cap)");
   return storage_[i];
-}
-
-void ReferenceVM::carry_kv_cache_from(const ReferenceVM& previous) {
-  for (size_t i = 0; i < program_.buffers.size(); ++i) {
-    const Buffer& b = program_.buffers[i];
-    if (b.kind != BufferKind::KV_CACHE) continue;
-    const Buffer* from = previous.find_buffer(b.name);
-    if (from == nullptr || from->kind != BufferKind::KV_CACHE) continue;
-    if (from->dtype != b.dtype || from->shape != b.shape)
-      throw std::invalid_argument("carry_kv_cache_from: " + describe(b) + " is " +
-                                  std::string(name_of(b.dtype)) + shape_str(b.shape) +
-                                  " but the previous step's is " +
-                                  std::string(name_of(from->dtype)) + shape_str(from->shape));
-    set_buffer(b.id, previous.buffer(from->id));
-  }
 }
 
 VmRunResult ReferenceVM::run(const VmOptions& options) {
