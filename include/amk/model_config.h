@@ -38,6 +38,7 @@ class UnsupportedModelError : public ModelConfigError {
 };
 
 enum class ModelFamily { Llama, Mistral, Qwen2, Qwen3 };
+std::string_view name_of(ModelFamily f);  // the model_type: "llama", "mistral", "qwen2", "qwen3"
 
 enum class RopeType { Default, Linear, Llama3 };
 

@@ -203,6 +203,12 @@ void parse_rope_dict(const json& dict, std::string_view source, const std::strin
 
 }  // namespace
 
+std::string_view name_of(ModelFamily f) {
+  for (const FamilyDefaults& d : kFamilies)
+    if (d.family == f) return d.model_type;
+  return "<invalid>";
+}
+
 std::optional<int64_t> ModelConfig::effective_sliding_window() const {
   if (!sliding_window) return std::nullopt;
   for (const std::string& t : layer_types)
