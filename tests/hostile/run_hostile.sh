@@ -128,6 +128,7 @@ prog chain.json "$X,$A,$Y2" "$(C 0),$(C 1)" \
   "$(T 0 COPY '[0]' '[1]' 0 '' ''),$(T 1 COPY '[1]' '[2]' 1 "$(W 0 1)" '')"
 validate prog_chain_accepted 0 'ACCEPTED|OK|valid' chain.json
 expect exec_chain 0 'ok|y' -- "$AMK" exec "$WORK/chain.json" --seed 1
+expect exec_without_seed_prints_it 0 'seed [0-9]+' -- "$AMK" exec "$WORK/chain.json"
 
 # Ping-pong reuse A -> B -> A: the second writer of a is ordered after a's reader. Valid.
 prog pingpong.json "$BUFS" "$C4" "$(T 0 COPY '[0]' '[1]' 0 '' ''),$(T 1 COPY '[1]' '[2]' 1 "$(W 0 1)" ''),$(T 2 COPY '[2]' '[1]' 2 "$(W 1 1)" ''),$(T 3 COPY '[1]' '[3]' 3 "$(W 2 1)" '')"
@@ -519,7 +520,8 @@ expect make_model_unknown_preset nz 'preset' -- "$AMK" make-model --preset gpt-1
 expect make_model_dtype_bogus nz 'dtype' -- "$AMK" make-model --preset tiny --dtype f7 -o "$WORK/new_model3"
 
 # ---- the rest of the command line ---------------------------------------------------------------
-expect cli_version 0 'IR.*ABI|ABI.*IR' -- "$AMK" --version
+expect cli_version 0 'IR [0-9.]+, ABI [0-9.]+' -- "$AMK" --version
+expect cli_version_says_cuda 0 'CUDA' -- "$AMK" --version
 expect cli_unknown_command nz 'frobnicate|subcommand|extra|expected' -- "$AMK" frobnicate
 expect cli_no_arguments nz 'subcommand|usage|command' -- "$AMK"
 expect bench_no_gpu nz 'GPU|CUDA|driver' -- "$AMK" bench "$WORK/m"
