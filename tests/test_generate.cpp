@@ -26,7 +26,7 @@
 #include "amk/perplexity.h"
 #include "amk/text_stream.h"
 #include "support/amk_command.h"
-#include "tokenizer/byte_level.h"
+#include "support/byte_tokenizer.h"
 
 namespace {
 
@@ -35,29 +35,9 @@ namespace fs = std::filesystem;
 using amk::testing::run_amk;
 using amk::testing::shell_quote;
 
-constexpr int64_t kEos = 256;
-
-// A byte-level tokenizer: id b is byte b (no merges), and "<eos>" (256) is special.
-const Tokenizer& byte_tokenizer() {
-  static const Tokenizer tok = [] {
-    nlohmann::json vocab = nlohmann::json::object();
-    for (int b = 0; b < 256; ++b) vocab[tokenizer_detail::byte_level_encode(std::string(1, char(b)))] = b;
-    const nlohmann::json doc = {
-        {"added_tokens", {{{"id", kEos}, {"content", "<eos>"}, {"special", true}, {"lstrip", false},
-                           {"rstrip", false}, {"single_word", false}, {"normalized", false}}}},
-        {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}},
-        {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}},
-        {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}}};
-    return Tokenizer::from_hf_json(doc.dump());
-  }();
-  return tok;
-}
-
-std::vector<int64_t> bytes_of(std::string_view s) {
-  std::vector<int64_t> ids;
-  for (unsigned char c : s) ids.push_back(c);
-  return ids;
-}
+constexpr int64_t kEos = amk::testing::kByteEos;
+using amk::testing::byte_tokenizer;
+using amk::testing::bytes_of;
 
 // A decoder whose step at position p (fed `token`) puts all the weight on next(p, token).
 class ScriptedDecoder final : public Decoder {

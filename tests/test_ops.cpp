@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "amk/decoder.h"
 #include "amk/ir.h"
 #include "amk/reference_ops.h"
 #include "amk/sampler.h"
@@ -1298,8 +1299,7 @@ TEST(OpSampleArgmax, SamplingDrawsTheSamplersTokenAtOffsetPlusPosition) {
   run(Op::SAMPLE_ARGMAX, Prm().i("n_off", 32).i("N_tile", 29).i("m_off", 1), {&l}, {&pairs});
   const auto settings = [](const SamplingParams& s, uint64_t offset) {
     const PackedSampling p = pack_sampling(s, offset);
-    return std::pair{Tensor::from_floats(DType::F32, {4}, p.floats),
-                     Tensor::from_ints(DType::I32, {8}, std::vector<int64_t>(p.ints.begin(), p.ints.end()))};
+    return std::pair{amk::SamplingBuffers::floats_tensor(p), amk::SamplingBuffers::ints_tensor(p)};
   };
   const auto draw = [&](const Tensor& f, const Tensor& i, bool reduce, std::optional<int64_t> pos) {
     Tensor tok = Tensor::zeros(DType::I32, {1});

@@ -21,7 +21,7 @@
 #include "server/request.h"
 #include "server/response.h"
 #include "support/amk_command.h"
-#include "tokenizer/byte_level.h"
+#include "support/byte_tokenizer.h"
 
 namespace {
 
@@ -194,30 +194,11 @@ TEST(ServeRequest, MaxTokensAgainstTheContext) {
   EXPECT_THROW(resolve_max_tokens(r, 100, 100, 512), ApiError);
 }
 
-// ---- a byte-level tokenizer and scripted decoders (as in test_generate.cpp) -----------------
+// ---- the byte-level tokenizer (support/byte_tokenizer.h) and scripted decoders --------------
 
-constexpr int64_t kEos = 256;
-
-const Tokenizer& byte_tokenizer() {
-  static const Tokenizer tok = [] {
-    nlohmann::json vocab = nlohmann::json::object();
-    for (int b = 0; b < 256; ++b) vocab[tokenizer_detail::byte_level_encode(std::string(1, char(b)))] = b;
-    const nlohmann::json doc = {
-        {"added_tokens", {{{"id", kEos}, {"content", "<eos>"}, {"special", true}, {"lstrip", false},
-                           {"rstrip", false}, {"single_word", false}, {"normalized", false}}}},
-        {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}},
-        {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}},
-        {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}}};
-    return Tokenizer::from_hf_json(doc.dump());
-  }();
-  return tok;
-}
-
-std::vector<int64_t> bytes_of(std::string_view s) {
-  std::vector<int64_t> ids;
-  for (unsigned char c : s) ids.push_back(c);
-  return ids;
-}
+constexpr int64_t kEos = amk::testing::kByteEos;
+using amk::testing::byte_tokenizer;
+using amk::testing::bytes_of;
 
 // After the prompt, says `reply` byte by byte, then eos; `gate` (when given) must be open for a
 // step to run.

@@ -154,10 +154,12 @@ class CudaDecoder final : public Decoder {
 
  private:
   void launch_step(int64_t token);
+  // Writes the settings buffers that differ from `uploaded_` (both when `all`).
+  void upload_sampling(const PackedSampling& packed, bool all);
 
   std::unique_ptr<CudaVM> vm_;
   int64_t token_id_ = -1, pos_id_ = -1, logits_id_ = -1, next_id_ = -1;
-  int64_t sampling_floats_id_ = -1, sampling_ints_id_ = -1;  // -1: the program does not sample
+  SamplingBuffers sampling_buffers_;
   PackedSampling uploaded_;  // what the device's sampling buffers hold
   int64_t position_ = 0, max_context_ = 0, vocab_ = 0;
   int64_t last_token_ = -1;

@@ -54,6 +54,18 @@ class SeededKvValues {
 // argmax'd from them would be garbage (NaN weights, or an overflow), so no decoder returns one.
 void check_finite_logits(std::span<const float> logits, int64_t position);
 
+// Where a lowered program keeps its sampling settings (lowered_names::kSamplingFloats /
+// kSamplingInts, the SAMPLE_ARGMAX sampling form) and what a decoder writes there
+// (amk/sampler.h PackedSampling). Every decoder over a lowered program uses this one lookup.
+struct SamplingBuffers {
+  int64_t floats = -1, ints = -1;  // buffer ids; -1: the program does not sample (the host does)
+  bool present() const { return floats >= 0; }
+  // Both buffers of `program`, or neither; DecodeError when it has only one.
+  static SamplingBuffers find(const Program& program);
+  static Tensor floats_tensor(const PackedSampling& packed);  // F32 [kFloats]
+  static Tensor ints_tensor(const PackedSampling& packed);    // I32 [kInts]
+};
+
 // One decode loop over a lowered program, whatever runs it (ReferenceVM, CUDA VM). The oracle
 // and the benchmark talk to this interface only.
 class Decoder {
@@ -123,7 +135,7 @@ class ReferenceDecoder final : public Decoder {
   void run_step(int64_t token);
 
   int64_t token_id_ = -1, pos_id_ = -1, logits_id_ = -1, next_id_ = -1;
-  int64_t sampling_floats_id_ = -1, sampling_ints_id_ = -1;  // -1: the program does not sample
+  SamplingBuffers sampling_buffers_;
   int64_t position_ = 0, max_context_ = 0, vocab_ = 0;
   bool stepped_ = false;
 };

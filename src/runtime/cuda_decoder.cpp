@@ -53,10 +53,7 @@ CudaDecoder::CudaDecoder(const Checkpoint& checkpoint, Program program,
   pos_id_ = require_buffer(*vm_, lowered_names::kPos);
   logits_id_ = require_buffer(*vm_, lowered_names::kLogits);
   next_id_ = require_buffer(*vm_, lowered_names::kNextToken);
-  if (const Buffer* f = vm_->find_buffer(lowered_names::kSamplingFloats)) sampling_floats_id_ = f->id;
-  if (const Buffer* i = vm_->find_buffer(lowered_names::kSamplingInts)) sampling_ints_id_ = i->id;
-  if ((sampling_floats_id_ < 0) != (sampling_ints_id_ < 0))
-    throw DecodeError("the program has one of the two sampling settings buffers, not both");
+  sampling_buffers_ = SamplingBuffers::find(vm_->program());
   const Program& p = vm_->program();
   vocab_ = p.buffers[size_t(logits_id_)].shape.back();
   const Buffer* k0 = vm_->find_buffer(kv_cache_name(0, 'k'));
@@ -75,29 +72,25 @@ CudaDecoder::CudaDecoder(const Checkpoint& checkpoint, Program program,
     vm_->set_buffer(b.id, Tensor::from_floats(b.dtype, b.shape, values));
   }
   reset();
-  if (sampling_floats_id_ >= 0) {  // the device's buffers start as zeros: greedy
-    uploaded_ = pack_sampling(SamplingParams{}, 0);
-    vm_->set_buffer(sampling_floats_id_, Tensor::from_floats(DType::F32, {PackedSampling::kFloats}, uploaded_.floats));
-    const std::vector<int64_t> ints(uploaded_.ints.begin(), uploaded_.ints.end());
-    vm_->set_buffer(sampling_ints_id_, Tensor::from_ints(DType::I32, {PackedSampling::kInts}, ints));
-  }
+  // Greedy until set_sampling(): written once here, so the device never holds unset settings.
+  if (sampling_buffers_.present()) upload_sampling(pack_sampling(SamplingParams{}, 0), /*all=*/true);
+}
+
+void CudaDecoder::upload_sampling(const PackedSampling& packed, bool all) {
+  if (all || packed.floats != uploaded_.floats)
+    vm_->set_buffer(sampling_buffers_.floats, SamplingBuffers::floats_tensor(packed));
+  if (all || packed.ints != uploaded_.ints)
+    vm_->set_buffer(sampling_buffers_.ints, SamplingBuffers::ints_tensor(packed));
+  uploaded_ = packed;
 }
 
 void CudaDecoder::set_sampling(const SamplingParams& params, uint64_t draw_offset) {
   Decoder::set_sampling(params, draw_offset);
-  if (sampling_floats_id_ < 0) return;
-  const PackedSampling packed = pack_sampling(params, draw_offset);
-  if (packed.floats != uploaded_.floats)
-    vm_->set_buffer(sampling_floats_id_, Tensor::from_floats(DType::F32, {PackedSampling::kFloats}, packed.floats));
-  if (packed.ints != uploaded_.ints) {
-    const std::vector<int64_t> ints(packed.ints.begin(), packed.ints.end());
-    vm_->set_buffer(sampling_ints_id_, Tensor::from_ints(DType::I32, {PackedSampling::kInts}, ints));
-  }
-  uploaded_ = packed;
+  if (sampling_buffers_.present()) upload_sampling(pack_sampling(params, draw_offset), /*all=*/false);
 }
 
 int64_t CudaDecoder::step_sample(int64_t token) {
-  if (sampling_floats_id_ < 0) return Decoder::step_sample(token);
+  if (!sampling_buffers_.present()) return Decoder::step_sample(token);
   launch_step(token);
   return last_token_;
 }

@@ -45,10 +45,7 @@ ReferenceDecoder::ReferenceDecoder(const Checkpoint& checkpoint, Program program
   pos_id_ = require_buffer(vm_, lowered_names::kPos);
   logits_id_ = require_buffer(vm_, lowered_names::kLogits);
   next_id_ = require_buffer(vm_, lowered_names::kNextToken);
-  if (const Buffer* f = vm_.find_buffer(lowered_names::kSamplingFloats)) sampling_floats_id_ = f->id;
-  if (const Buffer* i = vm_.find_buffer(lowered_names::kSamplingInts)) sampling_ints_id_ = i->id;
-  if ((sampling_floats_id_ < 0) != (sampling_ints_id_ < 0))
-    throw DecodeError("the program has one of the two sampling settings buffers, not both");
+  sampling_buffers_ = SamplingBuffers::find(vm_.program());
   vocab_ = vm_.program().buffers[size_t(logits_id_)].shape.back();
   const Buffer* k0 = vm_.find_buffer(kv_cache_name(0, 'k'));
   if (k0 == nullptr) throw DecodeError("the program has no KV cache");
@@ -112,17 +109,36 @@ void ReferenceDecoder::reset() {
   stepped_ = false;
 }
 
+SamplingBuffers SamplingBuffers::find(const Program& program) {
+  SamplingBuffers found;
+  for (const Buffer& b : program.buffers) {
+    if (b.name == lowered_names::kSamplingFloats) found.floats = b.id;
+    if (b.name == lowered_names::kSamplingInts) found.ints = b.id;
+  }
+  if ((found.floats < 0) != (found.ints < 0))
+    throw DecodeError("the program has one of the two sampling settings buffers, not both");
+  return found;
+}
+
+Tensor SamplingBuffers::floats_tensor(const PackedSampling& packed) {
+  return Tensor::from_floats(DType::F32, {PackedSampling::kFloats}, packed.floats);
+}
+
+Tensor SamplingBuffers::ints_tensor(const PackedSampling& packed) {
+  const std::vector<int64_t> ints(packed.ints.begin(), packed.ints.end());
+  return Tensor::from_ints(DType::I32, {PackedSampling::kInts}, ints);
+}
+
 void ReferenceDecoder::set_sampling(const SamplingParams& params, uint64_t draw_offset) {
   Decoder::set_sampling(params, draw_offset);
-  if (sampling_floats_id_ < 0) return;
+  if (!sampling_buffers_.present()) return;
   const PackedSampling packed = pack_sampling(params, draw_offset);
-  const std::vector<int64_t> ints(packed.ints.begin(), packed.ints.end());
-  vm_.set_buffer(sampling_floats_id_, Tensor::from_floats(DType::F32, {PackedSampling::kFloats}, packed.floats));
-  vm_.set_buffer(sampling_ints_id_, Tensor::from_ints(DType::I32, {PackedSampling::kInts}, ints));
+  vm_.set_buffer(sampling_buffers_.floats, SamplingBuffers::floats_tensor(packed));
+  vm_.set_buffer(sampling_buffers_.ints, SamplingBuffers::ints_tensor(packed));
 }
 
 int64_t ReferenceDecoder::step_sample(int64_t token) {
-  if (sampling_floats_id_ < 0) return Decoder::step_sample(token);
+  if (!sampling_buffers_.present()) return Decoder::step_sample(token);
   run_step(token);
   return last_next_token();
 }
