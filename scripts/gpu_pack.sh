@@ -5,24 +5,37 @@
 # no network and no apt, so it cannot install the Debian build dependencies: build here, run
 # there with `scripts/gpu_check.sh --prebuilt .gpu`.
 #
-# Usage: scripts/gpu_pack.sh [-jN]
+# Usage: scripts/gpu_pack.sh [-jN] [--build-dir DIR]
+#   --build-dir DIR: use (and incrementally rebuild) an existing Release CUDA build directory
+#   instead of build-gpu/ (e.g. a developer's build/ configured with AMK_ENABLE_CUDA=ON).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 jobs="-j$(nproc)"
-if [[ "${1:-}" == -j* ]]; then jobs="$1"; fi
+build_dir=build-gpu
+while (($#)); do
+  case "$1" in
+    -j*) jobs="$1"; shift ;;
+    --build-dir) build_dir="${2:?--build-dir needs a directory}"; shift 2 ;;
+    *) echo "gpu_pack: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
 
 command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] ||
   { echo "gpu_pack: nvcc not found: the CUDA toolkit is needed to build the GPU binaries" >&2; exit 1; }
-./scripts/setup.sh
+if [[ "$build_dir" == build-gpu ]]; then
+  ./scripts/setup.sh
 
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
-  -DAMK_BUILD_BENCH=OFF >build-gpu-configure.log 2>&1 ||
-  { cat build-gpu-configure.log; exit 1; }
-rm -f build-gpu-configure.log
-grep -q '^CMAKE_CUDA_COMPILER:.*nvcc' build-gpu/CMakeCache.txt ||
-  { echo "gpu_pack: CMake did not enable CUDA in build-gpu (the binaries would be stubs)" >&2; exit 1; }
-cmake --build build-gpu "$jobs" --target amk amk_gpu_tests
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
+    -DAMK_BUILD_BENCH=OFF >build-gpu-configure.log 2>&1 ||
+    { cat build-gpu-configure.log; exit 1; }
+  rm -f build-gpu-configure.log
+  grep -q '^CMAKE_CUDA_COMPILER:.*nvcc' build-gpu/CMakeCache.txt ||
+    { echo "gpu_pack: CMake did not enable CUDA in build-gpu (the binaries would be stubs)" >&2; exit 1; }
+fi
+grep -q '^CMAKE_CUDA_COMPILER:.*nvcc' "$build_dir/CMakeCache.txt" ||
+  { echo "gpu_pack: $build_dir is not a CUDA build (the binaries would be stubs)" >&2; exit 1; }
+cmake --build "$build_dir" "$jobs" --target amk amk_gpu_tests
 
 # Keep .gpu/ out of git (and so out of the device's working tree unless carried).
 exclude=.git/info/exclude
@@ -32,7 +45,7 @@ if [[ -d .git ]] && ! grep -qx '/.gpu/' "$exclude" 2>/dev/null; then
 fi
 
 mkdir -p .gpu
-cp build-gpu/amk build-gpu/amk_gpu_tests .gpu/
+cp "$build_dir/amk" "$build_dir/amk_gpu_tests" .gpu/
 strip --strip-debug .gpu/amk .gpu/amk_gpu_tests 2>/dev/null || true
 
 # The GPU machine has the driver (libcuda) and a C++ runtime, nothing from Debian's -dev packages:

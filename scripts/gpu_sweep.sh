@@ -6,7 +6,9 @@
 #   scripts/gpu_sweep.sh --prebuilt DIR --preset NAME [--base CFG] [--peer] VARIANT...
 #
 # VARIANT: "derived" (no --config: the model's derived default), "base", or comma-separated
-# KEY=VALUE overrides of the base config's integer keys, e.g.
+# KEY=VALUE overrides of the base config's integer keys (--base derived: of the derived default,
+# read back from `amk compile --max-context 512` of the checkpoint, so pass `-- --context 512`;
+# "derived" must then be the first variant), e.g.
 # stream_bytes_in_flight=65536,stream_chunk_bytes=16384 or tiling.attention.kv_block=128. The checkpoint is generated
 # once into /tmp/amk-sweep-NAME and reused. Logs and JSON go to $OUT (or ./gpu-sweep-out).
 set -uo pipefail
@@ -33,10 +35,24 @@ rows=()
 for i in "${!variants[@]}"; do
   v=${variants[$i]}
   cfg="$cfgdir/v$i.json"
-  python3 - "$base" "$cfg" "$v" <<'EOF' || { echo "bad variant '$v'"; exit 2; }
+  if [[ $base == derived ]]; then
+    if [[ $v != derived && ! -f "$cfgdir/derived.json" ]]; then
+      [[ -f "/tmp/amk-sweep-$preset/config.json" ]] ||
+        { echo "--base derived: run the 'derived' variant first (it writes the checkpoint)"; exit 2; }
+      "$amk" compile "/tmp/amk-sweep-$preset" --max-context 512 -o "$cfgdir/derived-program.json" >/dev/null &&
+        python3 -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))["config"], open(sys.argv[2], "w"), indent=1)' \
+          "$cfgdir/derived-program.json" "$cfgdir/derived.json" ||
+        { echo "--base derived: cannot read the derived config back"; exit 2; }
+    fi
+    vbase="$cfgdir/derived.json"
+  else
+    vbase="$base"
+  fi
+  [[ $v == derived ]] && vbase=/dev/null
+  python3 - "$vbase" "$cfg" "$v" <<'EOF' || { echo "bad variant '$v'"; exit 2; }
 import json, sys
 base, dst, variant = sys.argv[1:4]
-c = json.load(open(base))
+c = json.load(open(base)) if variant != "derived" else {}
 if variant not in ("base", "derived"):
     for kv in variant.split(","):
         k, val = kv.split("=", 1)

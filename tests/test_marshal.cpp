@@ -349,10 +349,8 @@ TEST(Marshal, AWeightRowWiderThanAChunkWidensTheChunk) {
   const MarshalledProgram m = cuda::marshal(p, h100_limits());
   EXPECT_EQ(m.layout.chunk_bytes, 40016);
   // x (64 floats) / K rounds to one row: 10001 * 4 + 256, plus a partial per output row and
-  // consumer warp (8 of them), rounded up to 16.
-  const int64_t scratch =
-      (10001 * 4 + 256 + 4 * std::max<int64_t>(n_tile, std::min<int64_t>(n_tile * 8, 1024)) + 15) /
-      16 * 16;
+  // 32-vector strip of it (40004 / 16 = 2500 vectors: 79 strips), rounded up to 16.
+  const int64_t scratch = (10001 * 4 + 256 + 4 * n_tile * 79 + 15) / 16 * 16;
   EXPECT_EQ(m.layout.scratch_bytes, scratch);
   EXPECT_EQ(m.layout.ring_stages,
             (232448 - cuda::kStaticSmemReserve - scratch - 64) / (40016 + 16));

@@ -36,5 +36,11 @@ std::string shard_index_json(const std::vector<CheckpointShard>& shards);
 // unknown preset or dtype, std::runtime_error when a file cannot be written.
 void write_random_checkpoint(const std::filesystem::path& dir, std::string_view preset, DType dtype,
                              uint64_t seed, int64_t max_shard_bytes = kMaxShardBytes);
+// The same for any shape: `config_json` is a config.json's text (parse_model_config must accept
+// it; `what` names it in errors) and `generation_config_json` is written beside it.
+void write_random_checkpoint_for(const std::filesystem::path& dir, const std::string& config_json,
+                                 const std::string& generation_config_json, std::string_view what,
+                                 DType dtype, uint64_t seed,
+                                 int64_t max_shard_bytes = kMaxShardBytes);
 
 }  // namespace amk

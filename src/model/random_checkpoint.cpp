@@ -145,12 +145,19 @@ std::string shard_index_json(const std::vector<CheckpointShard>& shards) {
 
 void write_random_checkpoint(const std::filesystem::path& dir, std::string_view preset, DType dtype,
                              uint64_t seed, int64_t max_shard_bytes) {
+  write_random_checkpoint_for(dir, model_preset_config(preset, torch_dtype(dtype)),
+                              model_preset_generation_config(preset),
+                              std::string(preset) + " preset", dtype, seed, max_shard_bytes);
+}
+
+void write_random_checkpoint_for(const std::filesystem::path& dir, const std::string& config_text,
+                                 const std::string& generation_config_text, std::string_view what,
+                                 DType dtype, uint64_t seed, int64_t max_shard_bytes) {
   const StDType st = st_dtype(dtype);
-  const std::string config_text = model_preset_config(preset, torch_dtype(dtype));
-  const ModelConfig config = parse_model_config(config_text, std::string(preset) + " preset");
+  const ModelConfig config = parse_model_config(config_text, std::string(what));
   std::filesystem::create_directories(dir);
   write_text(dir / "config.json", config_text);
-  write_text(dir / "generation_config.json", model_preset_generation_config(preset));
+  write_text(dir / "generation_config.json", generation_config_text);
 
   const std::vector<CheckpointShard> shards = plan_shards(config, dtype, max_shard_bytes);
   const NormalStream normal(seed);

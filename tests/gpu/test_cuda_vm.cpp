@@ -3,6 +3,7 @@
 // host-driven greedy loop, the watchdog's wall clock. Every test skips where no usable GPU exists
 // (AMK_REQUIRE_GPU), so this binary runs, and says why it did nothing, everywhere.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include "amk/op_flags.h"
 #include "amk/decoder.h"
 #include "amk/lowering.h"
+#include "amk/model_presets.h"
 #include "amk/oracle.h"
 #include "amk/random_checkpoint.h"
 #include "amk/validate.h"
@@ -197,6 +199,55 @@ TEST(CudaVm, RandomLlama3ScaledMatchesReference) {
                         (t.params.get_int("flags", 0) & attention_flags::kRopeTable) != 0);
     EXPECT_TRUE(has_rope_freq) << "scaled RoPE lowers to ROPE_FREQ (or the fused attention's table)";
     expect_matches_reference(ck, p, tokens);
+  }
+}
+
+// ---- (d2) the GEMV ring's strip paths (ops/gemv.cuh) at shapes the fixtures do not reach -----
+// A warp's segments of a weight row repeat with period P = S / gcd(S, W) (S = 32-vector strips a
+// row, W = consumer warps); P <= 4 keeps x in registers, other shapes read it from shared memory.
+// The fixtures (K = 64, 128) only reach P = 1, so these shapes (BF16, K a multiple of 256) reach
+// the rest; with W = 8 (256 threads) and W = 7 (224):
+//   hidden 768 (S = 3): P = 3 | 3;  FFN 1280 (S = 5): P = 5 -> shared x | 5 -> shared x
+//   hidden 1024 (S = 4): P = 1 | 4; FFN 4096 (S = 16): P = 2 | 16 -> shared x
+//   the q_dim (o_proj's K) equals hidden in both.
+std::string strip_shape_config(int64_t hidden, int64_t ffn, int64_t heads, int64_t kv_heads) {
+  nlohmann::json c = nlohmann::json::parse(model_preset_config("tiny", "bfloat16"));
+  c["hidden_size"] = hidden;
+  c["intermediate_size"] = ffn;
+  c["num_attention_heads"] = heads;
+  c["num_key_value_heads"] = kv_heads;
+  c["head_dim"] = hidden / heads;
+  c["num_hidden_layers"] = 2;
+  c["vocab_size"] = 512;
+  return c.dump(2);
+}
+
+TEST(CudaVm, GemvStripPathsMatchReference) {
+  AMK_REQUIRE_GPU();
+  struct Shape {
+    int64_t hidden, ffn, heads, kv_heads;
+  };
+  for (const Shape& shape : {Shape{768, 1280, 6, 2}, Shape{1024, 4096, 8, 2}}) {
+    const TempDir dir("strip_shape");
+    write_random_checkpoint_for(
+        dir.path(), strip_shape_config(shape.hidden, shape.ffn, shape.heads, shape.kv_heads),
+        model_preset_generation_config("tiny"), "strip shape", DType::BF16, 99);
+    const Checkpoint ck = Checkpoint::open(dir.path());
+    std::mt19937_64 rng(11);
+    std::vector<int64_t> tokens(24);
+    for (int64_t& t : tokens) t = int64_t(rng() % uint64_t(ck.config().vocab_size));
+    for (const int64_t threads : {256, 224}) {
+      ScheduleConfig config;  // the decode shape: every fusion, split-KV by head
+      for (const auto& [name, c] : schedule_sweep())
+        if (name == "all_fused_split_kv8_heads1") config = c;
+      config.threads_per_block = threads;
+      const std::string label =
+          std::to_string(shape.hidden) + "/" + std::to_string(shape.ffn) + " threads " +
+          std::to_string(threads);
+      SCOPED_TRACE(label);
+      std::cout << "strip shape " << label << ":\n";
+      expect_matches_reference(ck, lower_fixture(ck, config, DType::BF16), tokens);
+    }
   }
 }
 

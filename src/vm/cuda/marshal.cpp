@@ -22,8 +22,6 @@ constexpr int kMbarrierBytesPerStage = 16;  // full + empty mbarrier
 // The floor for every op: the reductions (block_sum's 32 floats, SAMPLE_ARGMAX's per-warp
 // bests), also the GEMV's room beside its x vector.
 constexpr int64_t kSmallOpScratch = kReductionScratchBytes;
-// GEMV row partials reserved for warp segments of long rows (ops/gemv.cuh): 4 KiB.
-constexpr int64_t kGemvSegmentFloats = 1024;
 
 int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 
@@ -262,16 +260,19 @@ int64_t task_scratch_bytes(const Task& t, const IdMaps& ids, int consumer_thread
     case Op::SILU_MUL_GEMV_TILE:
     case Op::GEMV_ADD_TILE:
     case Op::SILU_MUL_GEMV_ADD_TILE: {
-      // x (after any fused prologue) as fp32: rows * K floats, the small reductions, and a
-      // dot-product partial per (output row, warp segment) (ops/gemv.cuh).
+      // x (after any fused prologue) as fp32: rows * K floats, the small reductions, and the
+      // dot-product partials: one per output row, or over the ring one per (row, 32-vector
+      // strip of it) (ops/gemv.cuh).
       const int64_t K = std::max<int64_t>(t.params.get_int("K", 0), 1);
       const Buffer& x = *ids.buffer_by_id.at(t.inputs.at(0));
       const int64_t rows = std::max<int64_t>(x.numel() / K, 1);
-      // One partial per row, and room for up to kGemvSegmentFloats when long rows are split
-      // over warps (the device caps its segments to what is there).
       const int64_t n_tile = std::clamp<int64_t>(t.params.get_int("N_tile", 1), 1, 1 << 16);
-      const int64_t partials =
-          std::max(n_tile, std::min<int64_t>(n_tile * (consumer_threads / 32), kGemvSegmentFloats));
+      const bool weight_second = t.op == Op::GEMV_TILE || t.op == Op::GEMV_ADD_TILE;
+      const size_t wi = weight_second ? 1 : 2;
+      const int64_t bits = t.inputs.size() > wi ? dtype_bits(ids.buffer_by_id.at(t.inputs[wi])->dtype)
+                                                : 32;
+      const int64_t strips = (K * std::max<int64_t>(bits, 8) / 8 / 16 + 31) / 32;
+      const int64_t partials = n_tile * std::max<int64_t>(strips, 1);
       return rows * K * 4 + kSmallOpScratch + partials * 4;
     }
     case Op::ROPE:

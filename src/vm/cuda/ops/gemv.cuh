@@ -179,6 +179,11 @@ __device__ __forceinline__ void build_x_vec4(const OpContext& c, const amk_buffe
   }
 }
 
+// RMSNORM_GEMV_TILE keeps a thread's share of the row in registers up to this many float4s a
+// thread (K <= 2048 at 256 threads; more spills the 256-thread build); longer rows take the
+// two-pass path through shared memory.
+constexpr int kNormVecs = 2;
+
 // Step 1: activation row r -> xs (K floats in shared memory, in `layout`). Ends with a consumer
 // barrier.
 __device__ __forceinline__ void build_x(const OpContext& c, const Gemv& g, int64_t r, float* xs,
@@ -196,6 +201,36 @@ __device__ __forceinline__ void build_x(const OpContext& c, const Gemv& g, int64
     else
       for (int k = c.tid; k < K; k += c.n_threads)
         xs[layout.index(k)] = silu(load_f(*g.x, base + k)) * load_f(*g.aux, base + k);
+  } else if (op == AMK_OP_RMSNORM_GEMV_TILE && vec && K / 4 <= kNormVecs * c.n_threads) {
+    // The row and the norm weight requested together: one L2 round trip after the wait, not two
+    // (the weight's used to follow the sum). The row goes to xs as it arrives; the weight waits
+    // in registers for the sum. The sum of squares runs over each thread's vectors, then
+    // block_sum: fp32 rounding noise against RMSNORM's order (docs/OPCODES.md), the same bound
+    // as the GEMV's own sum.
+    const int n4 = K / 4;
+    float4 w[kNormVecs];
+    float s = 0.0f;
+#pragma unroll
+    for (int u = 0; u < kNormVecs; ++u) {
+      const int v = c.tid + u * c.n_threads;
+      if (v < n4) {
+        const float4 x = load_f4(*g.x, base / 4 + v);
+        w[u] = load_f4(*g.aux, v);
+        xs4[layout.slot4(v)] = x;
+        s += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
+      }
+    }
+    s = block_sum(s, red, c.tid, c.n_threads);
+    const float inv = rsqrtf(s / float(K) + c.inst->params.eps);
+#pragma unroll
+    for (int u = 0; u < kNormVecs; ++u) {
+      const int v = c.tid + u * c.n_threads;
+      if (v < n4) {  // in place: each thread rewrites only the vectors it wrote
+        const float4 x = xs4[layout.slot4(v)];
+        xs4[layout.slot4(v)] = make_float4(x.x * inv * w[u].x, x.y * inv * w[u].y,
+                                           x.z * inv * w[u].z, x.w * inv * w[u].w);
+      }
+    }
   } else {
     if (vec)
       build_x_vec4(c, *g.x, base / 4, *g.x, base / 4, K / 4, xs4, layout,
@@ -286,39 +321,6 @@ __device__ __forceinline__ float lane_dot(const uint4* row, int n_vec, const XVi
   return sum;
 }
 
-// Two rows against the same x vectors: each x load serves both (half the x traffic of two
-// lane_dot calls). row_b null: one row (.y stays 0). Shared-memory rows only.
-template <bool kBf16>
-__device__ __forceinline__ float2 lane_dot2(const uint4* row_a, const uint4* row_b, int n_vec,
-                                            const XView& xs, int lane) {
-  float2 acc = make_float2(0.0f, 0.0f);
-  if (row_b == nullptr) {
-    acc.x = lane_dot<kBf16, false>(row_a, n_vec, xs, lane);
-    return acc;
-  }
-  float a1 = 0.0f, b1 = 0.0f;
-  int v = lane;
-#pragma unroll 1
-  for (; v + 32 < n_vec; v += 64) {
-    const uint4 wa0 = row_a[v], wb0 = row_b[v], wa1 = row_a[v + 32], wb1 = row_b[v + 32];
-    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-    const float4 xa0 = xs.a[v], xa1 = xs.a[v + 32];
-    const float4 xb0 = kBf16 ? xs.b[v] : zero, xb1 = kBf16 ? xs.b[v + 32] : zero;
-    acc.x = dot16<kBf16>(wa0, xa0, xb0, acc.x);
-    acc.y = dot16<kBf16>(wb0, xa0, xb0, acc.y);
-    a1 = dot16<kBf16>(wa1, xa1, xb1, a1);
-    b1 = dot16<kBf16>(wb1, xa1, xb1, b1);
-  }
-#pragma unroll 1
-  for (; v < n_vec; v += 32) {
-    acc.x = dot16<kBf16>(row_a[v], xs, v, acc.x);
-    acc.y = dot16<kBf16>(row_b[v], xs, v, acc.y);
-  }
-  acc.x += a1;
-  acc.y += b1;
-  return acc;
-}
-
 // Scalar fallback for rows that are not 16-byte multiples (or a misaligned weight).
 __device__ __forceinline__ float lane_dot_scalar(const Gemv& g, int64_t n, const float* xs,
                                                  const XLayout& layout, int lane) {
@@ -335,60 +337,158 @@ __device__ __forceinline__ float lane_dot_scalar(const Gemv& g, int64_t n, const
   return acc;
 }
 
-// The epilogue of output column n_off + j of row r.
-__device__ __forceinline__ void write_output(const Gemv& g, int64_t r, int j, float dot) {
+// The epilogue's addends of output column n_off + j of row r: the bias and the residual, kept
+// apart so the sum rounds as (dot + bias) + residual, like the reference's GEMV then ADD.
+struct Addends {
+  float bias = 0.0f, residual = 0.0f;
+};
+__device__ __forceinline__ Addends load_addends(const Gemv& g, int64_t r, int j) {
   const int64_t n = int64_t(g.n_off) + j;
+  Addends a;
+  if (g.bias) a.bias = load_f(*g.bias, n);
+  // GEMV_ADD_TILE / SILU_MUL_GEMV_ADD_TILE: read before the write, so the residual may alias
+  // the output.
+  if (g.residual) a.residual = load_f(*g.residual, r * g.out_cols + n);
+  return a;
+}
+__device__ __forceinline__ void write_output(const Gemv& g, int64_t r, int j, float dot,
+                                             const Addends& a) {
   float y = dot;
-  if (g.bias) y += load_f(*g.bias, n);
-  const int64_t idx = r * g.out_cols + n;
-  // GEMV_ADD_TILE / SILU_MUL_GEMV_ADD_TILE: the F32 GEMV result, then ADD with the residual (read before the write, so
-  // the residual may alias the output).
-  if (g.residual) y += load_f(*g.residual, idx);
-  store_f(*g.out, idx, y);
+  if (g.bias) y += a.bias;
+  if (g.residual) y += a.residual;
+  store_f(*g.out, r * g.out_cols + int64_t(g.n_off) + j, y);
+}
+
+// Thread j's addends for row j, requested as the op begins (rows <= threads): their L2 round
+// trip then overlaps the weight stream instead of following it in the epilogue. The residual
+// and the bias are complete before the task runs (its waits cover them), so reading early is
+// safe; the value is used only in finish_rows.
+struct EarlyAddends {
+  bool loaded = false;
+  Addends a;
+};
+__device__ __forceinline__ EarlyAddends early_addends(const OpContext& c, const Gemv& g, int64_t r) {
+  EarlyAddends e;
+  if ((g.bias || g.residual) && g.N_tile <= c.n_threads) {
+    e.loaded = true;
+    if (c.tid < g.N_tile) e.a = load_addends(g, r, c.tid);
+  }
+  return e;
 }
 
 // The deferred epilogue: row j's dot is the sum of its `segs` partials part[j * segs + s] (in
 // segment order, so the result does not depend on warp timing). One thread per row, all in
-// parallel, so the bias / residual loads (L2 round trips) overlap instead of queueing behind
-// each row's dot product on one lane. Starts with the barrier that publishes the partials, which
-// doubles as the abort vote; false (on every thread) when the launch is aborting.
+// parallel, so the bias / residual loads (when not loaded early) overlap instead of queueing
+// behind each row's dot product on one lane. Starts with the barrier that publishes the
+// partials, which doubles as the abort vote; false (on every thread) when the launch is aborting.
 __device__ __forceinline__ bool finish_rows(const OpContext& c, const Gemv& g, int64_t r,
-                                            const float* part, int segs, bool aborted) {
+                                            const float* part, int segs, bool aborted,
+                                            const EarlyAddends& early) {
   if (consumer_any(aborted, c.n_threads)) return false;
   for (int j = c.tid; j < g.N_tile; j += c.n_threads) {
     float dot = 0.0f;
     for (int k = 0; k < segs; ++k) dot += part[j * segs + k];
-    write_output(g, r, j, dot);
+    write_output(g, r, j, dot, early.loaded ? early.a : load_addends(g, r, j));
   }
   return true;
 }
 
-// Segments per row when a chunk of n_rows rows has fewer rows than the CTA has warps (long
-// rows: a 16 KiB down_proj row leaves two rows per 32 KiB stage): each row is cut into segs
-// pieces, one warp each, so every warp streams. Capped by the partials' room (part_floats).
-__device__ __forceinline__ int row_segments(int n_rows, int n_warps, int n_tile, int part_floats) {
-  if (n_rows >= n_warps) return 1;
-  int segs = min(n_warps / n_rows, 32 / n_rows);
-  segs = min(segs, part_floats / n_tile);
-  return segs > 1 ? segs : 1;
+// ---- Step 2 over the ring: strips ---------------------------------------------------------------
+//
+// A chunk of the ring holds n_rows whole weight rows of `cols` 16-byte vectors. It is cut into
+// strips of 32 vectors (one per lane) of one row: S = ceil(cols / 32) strips a row, strip q of
+// the chunk is row q / S, segment q % S. Warp w takes strips w, w + W, w + 2W, ... (W consumer
+// warps), so every warp has work in every chunk whatever the row length, and one strip is one
+// 16-byte shared-memory load per lane.
+//
+// Warp w's segments repeat with period P = S / gcd(S, W): its i-th strip of a chunk has segment
+// (w + i W) mod S. For P <= 4 (S dividing W or W dividing S, and S = 3, 6, 12: every K of the
+// Llama / Qwen / SmolLM shapes we ship) the P slices of x a lane ever meets stay in its registers
+// for the whole tile, so the inner loop reads only weights from shared memory. Other shapes read
+// x from shared memory (P = 0).
+//
+// Each batch of 8 strips (6 for P = 3: a whole number of periods) is summed over the warp by a
+// transposing reduction (9 shuffles for 8 sums, not 8 x 5) and strip (row, seg)'s sum lands in
+// part[row * S + seg]; finish_rows adds a row's S partials in segment order, so the result does
+// not depend on warp timing.
+
+// The 16 bytes at `addr` in the shared window (the compiler cannot tell that the ring's generic
+// pointer is shared memory and would emit generic loads).
+__device__ __forceinline__ uint4 lds16(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr));
+  return v;
 }
 
-// Step 2 over the ring: the tile's rows arrive chunk by chunk; warp w takes the (row pair,
-// segment) items w, w + n_warps, ... of each chunk (rows 2p and 2p + 1 share their x loads,
-// lane_dot2) and leaves its dot-product partials in `part`. No
-// consumer barrier per chunk: the stage's empty mbarrier counts one arrival per warp, and every
-// warp waits on every chunk (even one with no work for it) before releasing it, so a stage can
-// never be refilled under a warp still reading it. False when the launch aborted mid-tile.
-template <bool kBf16>
-__device__ __forceinline__ bool gemv_from_ring(const OpContext& c, const Gemv& g,
-                                               const RingTile& t, const XView& xs, float* part,
-                                               int part_floats, RingCursor cur) {
+// Sums each of the 8 values over the warp: lane L returns the warp's sum of v[(L >> 2) & 7].
+// Each step halves the values a lane holds and sends the other half to its partner, so 8 sums
+// cost 4 + 2 + 1 + 1 + 1 shuffles.
+__device__ __forceinline__ float warp_sum8(float (&v)[8], int lane) {
+#pragma unroll
+  for (int half = 4, bit = 16; half >= 1; half >>= 1, bit >>= 1) {
+    const bool upper = (lane & bit) != 0;
+#pragma unroll
+    for (int j = 0; j < half; ++j) {
+      const float keep = upper ? v[j + half] : v[j];
+      const float send = upper ? v[j] : v[j + half];
+      v[j] = keep + __shfl_xor_sync(0xffffffffu, send, bit);
+    }
+  }
+  float s = v[0];
+  s += __shfl_xor_sync(0xffffffffu, s, 2);
+  s += __shfl_xor_sync(0xffffffffu, s, 1);
+  return s;
+}
+
+// The period of warp w's segments (see above), or 0 when x should come from shared memory.
+__device__ __forceinline__ int strip_period(int S, int n_warps, bool bf16) {
+  if (!bf16) return 0;  // F32 weights: the oracle's path, not a fast one
+  int a = S, b = n_warps;
+  while (b != 0) {
+    const int t = a % b;
+    a = b;
+    b = t;
+  }
+  const int P = S / a;
+  return P <= 4 ? P : 0;
+}
+
+// One tile's chunks, strips of warp `warp`. P > 0: the segment pattern repeats every P strips and
+// x stays in registers; P == 0: any pattern, x from shared memory.
+template <bool kBf16, int P>
+__device__ __forceinline__ bool gemv_strips(const OpContext& c, const RingTile& t, const XView& xs,
+                                            float* part, RingCursor cur) {
+  constexpr int kBatch = P == 0 ? 8 : (8 / P) * P;
   const WeightRing& ring = *c.ring;
-  const int warp = c.tid >> 5, lane = c.tid & 31, n_warps = c.n_threads >> 5;
-  const int n_vec = int(t.row_bytes / 16);
-  // One segment count for the whole tile (from the full chunks), so part's layout is fixed.
-  const int segs =
-      row_segments((min(t.rows_per_chunk, t.rows) + 1) / 2, n_warps, t.rows, part_floats);
+  const int warp = c.tid >> 5, lane = c.tid & 31, W = c.n_threads >> 5;
+  const int cols = int(t.row_bytes / 16);
+  const int S = (cols + 31) / 32;
+  const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+  // Slot k of batch b (P > 0) is strip q = warp + (b kBatch + k) W: segment seg[k % P], row
+  // first_row[k % P] + (b kBatch / P + k / P) R, since every P strips of a warp cover P W strips, a
+  // whole number R = P W / S of rows. Its lane reads the row's vector seg * 32 + lane at byte
+  // byte0[k % P] (-1: past the row's end, the lane idles).
+  constexpr int kP = P > 0 ? P : 1;
+  int first_row[kP], byte0[kP];
+  float4 xa[kP], xb[kP];
+  const int R = P * W / S;  // exact for P > 0
+  if constexpr (P > 0) {
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int q = warp + p * W;
+      const int seg = q % S, v = seg * 32 + lane;
+      first_row[p] = q / S;
+      byte0[p] = v < cols ? v * 16 : -1;
+      xa[p] = v < cols ? xs.a[v] : zero;
+      xb[p] = v < cols && kBf16 ? xs.b[v] : zero;
+    }
+  }
+  // The strip whose warp sum this lane writes: slot (lane >> 2) & 7 of each batch.
+  const int my_slot = (lane >> 2) & 7;
+  const bool writer = (lane & 3) == 0 && my_slot < kBatch;
+  const int my_q = warp + my_slot * W;
   bool aborted = false;
   for (int row0 = 0; row0 < t.rows && !aborted; row0 += t.rows_per_chunk) {
     const int n_rows = min(t.rows_per_chunk, t.rows - row0);
@@ -396,29 +496,74 @@ __device__ __forceinline__ bool gemv_from_ring(const OpContext& c, const Gemv& g
       aborted = true;
       break;
     }
-    const uint8_t* stage = ring.stage_base + int64_t(cur.stage) * ring.chunk_bytes;
-    const int n_pairs = (n_rows + 1) / 2;
-    for (int item = warp; item < n_pairs * segs; item += n_warps) {
-      const int pair = item / segs, seg = item - pair * segs;
-      const int i = 2 * pair;
-      const bool two = i + 1 < n_rows;
-      const int v0 = int(int64_t(n_vec) * seg / segs), v1 = int(int64_t(n_vec) * (seg + 1) / segs);
-      const uint4* row = reinterpret_cast<const uint4*>(stage + int64_t(i) * t.row_bytes);
-      const uint4* next = two ? row + t.row_bytes / 16 : nullptr;
-      const float2 dot = lane_dot2<kBf16>(row + v0, two ? next + v0 : nullptr, v1 - v0,
-                                          xs.at(v0), lane);
-      const float d0 = warp_sum(dot.x);
-      const float d1 = two ? warp_sum(dot.y) : 0.0f;
-      if (lane == 0) {
-        part[(row0 + i) * segs + seg] = d0;
-        if (two) part[(row0 + i + 1) * segs + seg] = d1;
+    const uint32_t stage = ring.stage_base_smem + uint32_t(cur.stage) * uint32_t(ring.chunk_bytes);
+    float* chunk_part = part + int64_t(row0) * S;
+    for (int b = 0;; ++b) {
+      // Strips of this batch: q = warp + (b kBatch + k) W.
+      const int q0 = warp + b * kBatch * W;
+      if (q0 >= n_rows * S) break;
+      float v[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[k] = 0.0f;
+      uint4 w[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        int row, lane_off;
+        if constexpr (P > 0) {
+          row = first_row[k % P] + (b * (kBatch / P) + k / P) * R;
+          lane_off = byte0[k % P];
+        } else {
+          const int q = q0 + k * W;
+          row = q / S;
+          const int vec = (q - row * S) * 32 + lane;
+          lane_off = vec < cols ? vec * 16 : -1;
+        }
+        w[k] = row < n_rows && lane_off >= 0
+                   ? lds16(stage + uint32_t(row) * t.row_bytes + uint32_t(lane_off))
+                   : make_uint4(0u, 0u, 0u, 0u);
+      }
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        if constexpr (P > 0) {
+          v[k] = dot16<kBf16>(w[k], xa[k % P], xb[k % P], 0.0f);
+        } else {
+          const int q = q0 + k * W;
+          const int vec = (q % S) * 32 + lane;
+          if (vec < cols) v[k] = dot16<kBf16>(w[k], xs, vec, 0.0f);
+        }
+      }
+      const float sum = warp_sum8(v, lane);
+      if (writer) {
+        const int q = my_q + b * kBatch * W;
+        if (q < n_rows * S) chunk_part[q] = sum;  // strip q of the chunk is part (row0 + q / S, q % S)
       }
     }
     ring_release(ring, cur);
     cur.advance(ring.n_stages);
   }
+  return !aborted;
+}
+
+// Step 2 over the ring: the tile's rows arrive chunk by chunk and every warp takes its strips of
+// each (above); the partials go to `part`, S per row. No consumer barrier per chunk: the stage's
+// empty mbarrier counts one arrival per warp, and every warp waits on every chunk (even one with
+// no strip for it) before releasing it, so a stage can never be refilled under a warp still
+// reading it. False when the launch aborted mid-tile.
+template <bool kBf16>
+__device__ __forceinline__ bool gemv_from_ring(const OpContext& c, const Gemv& g,
+                                               const RingTile& t, const XView& xs, float* part,
+                                               RingCursor cur, const EarlyAddends& early) {
+  const int S = (int(t.row_bytes / 16) + 31) / 32;
+  bool ok;
+  switch (strip_period(S, c.n_threads >> 5, kBf16)) {
+    case 1: ok = gemv_strips<kBf16, 1>(c, t, xs, part, cur); break;
+    case 2: ok = gemv_strips<kBf16, 2>(c, t, xs, part, cur); break;
+    case 3: ok = gemv_strips<kBf16, 3>(c, t, xs, part, cur); break;
+    case 4: ok = gemv_strips<kBf16, 4>(c, t, xs, part, cur); break;
+    default: ok = gemv_strips<kBf16, 0>(c, t, xs, part, cur); break;
+  }
   mark_body_end(c);
-  return finish_rows(c, g, 0, part, segs, aborted);
+  return finish_rows(c, g, 0, part, S, !ok, early);
 }
 
 // Step 2 from global memory for activation row r: warps take whole rows.
@@ -444,7 +589,7 @@ __device__ __forceinline__ void gemv_from_global(const OpContext& c, const Gemv&
     const float dot = warp_sum(p);
     if (lane == 0) part[j] = dot;
   }
-  finish_rows(c, g, r, part, 1, false);
+  finish_rows(c, g, r, part, 1, false, EarlyAddends{});
 }
 
 }  // namespace gemv_detail
@@ -456,15 +601,21 @@ __device__ inline void op_gemv(const OpContext& c) {
     op_fail(c, err);
     return;
   }
-  // Scratch: [red: 32 floats][x: K floats][row partials: the rest, >= N_tile floats]
+  // Scratch: [red: 32 floats][x: K floats][row partials: N_tile, or N_tile x strips per row]
   float* red = c.scratch;
   float* xs = c.scratch + kReduceFloats;
   float* part = xs + g.K;
-  const int part_floats = c.scratch_bytes / 4 - kReduceFloats - g.K;
   const RingTile t =
       ring_tile(*c.inst, *c.ring, [&](int i) -> const amk_buffer_t& { return in_buf(c, i); });
   const XLayout layout = x_layout(g);
   if (t.eligible) {  // one activation row; the producer is streaming this tile's rows
+    // S partials per row (the strips of gemv_from_ring): the loader reserves them.
+    const int64_t strips = (int64_t(t.row_bytes / 16) + 31) / 32;
+    if ((int64_t(g.K) + kReduceFloats + int64_t(g.N_tile) * strips) * 4 > c.scratch_bytes) {
+      op_fail(c, kScratchTooSmall);
+      return;
+    }
+    const EarlyAddends early = early_addends(c, g, 0);
     WeightRing& ring = *c.ring;
     // Every thread reads the cursor BEFORE build_x's barrier; thread 0 stores the advanced one
     // after it, so no thread can read a cursor already moved past this tile.
@@ -484,8 +635,8 @@ __device__ inline void op_gemv(const OpContext& c) {
       consumer_sync(c.n_threads);  // the cursor reads above precede thread 0's update below
     mark_body_begin(c);
     const XView xv = x_view(xs, layout);
-    const bool ok = g.w_bf16 ? gemv_from_ring<true>(c, g, t, xv, part, part_floats, start)
-                             : gemv_from_ring<false>(c, g, t, xv, part, part_floats, start);
+    const bool ok = g.w_bf16 ? gemv_from_ring<true>(c, g, t, xv, part, start, early)
+                             : gemv_from_ring<false>(c, g, t, xv, part, start, early);
     if (ok && c.tid == 0) {
       ring.x_op = x_key;
       ring.x_in0 = c.inst->inputs[0];
