@@ -2,8 +2,19 @@
 // prediction of one decode step's per-task stamps on a GpuTarget, from the lowered program alone.
 // Its output has the GPU profile's shape (one eval::TaskStamps per task), so the same per-level
 // table (eval::layer_table) prints for a simulated step and a measured one, side by side.
+//
+// The model (docs/SIMULATOR.md has the equations): a discrete-event run of every SM's queue in
+// list order, as the CUDA VM runs it. A task waits for its counters (the signal reaches it one
+// counter hop later), runs a prologue of L2 round trips and activation reads, a body, and an
+// epilogue, then signals. A GEMV-family body consumes its weight rows from the SM's ring; the
+// ring's producer fetches them ahead (pipelining_depth tasks, the ring's capacity) at a rate set
+// by its bytes in flight over the copy latency and by a max-min fair share of the HBM ceiling
+// among the SMs fetching at that instant. Bytes in flight over the whole GPU lengthen every L2
+// round trip, counter hop and copy.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,26 +23,70 @@
 
 namespace amk::sim {
 
-// Constants of the timing model, fitted per GpuTarget from GPU profiles (amk bench --profile-tsv)
-// and stored as data next to the target. Field meanings are documented where they are used.
+// Constants of the timing model, fitted per GpuTarget from GPU profiles (amk sim-fit) and stored
+// as data next to the target (data/targets/<name>.sim.json, compiled into the binary).
+// Times in µs, rates in GB/s (= bytes per ns = KB per µs).
 struct SimConstants {
   std::string target;            // the GpuTarget name these were fitted on
   double ceiling_gbs = 0;        // aggregate HBM read ceiling (0: the target's measured/spec bw)
-  double per_sm_gbs = 26.0;      // one SM's streaming rate when it has HBM to itself
-  double task_fixed_us = 2.0;    // per-task prologue + epilogue
-  double hop_us = 1.0;           // a counter's signal seen by a waiter (idle L2 round trip)
+  double per_sm_gbs = 26.0;      // a GEMV body's consumer rate: weight bytes one SM computes/µs
+  double task_fixed_us = 2.0;    // every task's epilogue: last barrier, release, signal
+  double hop_us = 1.0;           // a counter's signal seen by a waiter (idle L2 round trips)
+  double chunk_us = 0.25;        // consumer cost per ring chunk (mbarrier wait and release)
+  double copy_latency_us = 1.0;  // one bulk copy's latency on an idle GPU
+  double rtt_us = 0.2;           // one L2 round trip on an idle GPU
+  double rtt_us_per_kib = 0.008; // added to a round trip per KiB in flight per SM (GPU mean)
+  double hop_trips = 4.0;        // round trips of a hop that queue behind the weight traffic
+  double prologue_trips = 2.0;   // round trips of a task's prologue (operands, partial sums)
+  double act_gbs = 8.0;          // activation bytes one SM reads per µs (x rebuild, norms, argmax)
+  double attn_fixed_us = 2.0;    // an attention task's fixed compute
+  double attn_gbs = 8.0;         // KV-cache bytes one attention task reads per µs
 };
 
-// The constants for `target`: the stored fit when there is one, else defaults scaled to it.
+// The fitted constants' names, in a fixed order (the fit's coordinates, the JSON's keys).
+const std::vector<std::string>& fitted_constant_names();
+// The field of `c` named `name` (one of fitted_constant_names()); nullptr for an unknown name.
+double* constant_field(SimConstants& c, const std::string& name);
+const double* constant_field(const SimConstants& c, const std::string& name);
+
+// The constants for `target`: the stored fit when there is one (data/targets/<name>.sim.json, as
+// compiled in), else defaults with the target's bandwidth (per-SM rates scaled from the H100's
+// by the target's bandwidth per SM).
 SimConstants constants_for(const GpuTarget& target);
+
+// What a step is simulated at, beside the program.
+struct SimOptions {
+  // The step's position (keys an attention task reads: position + 1 over the whole window). -1:
+  // the bench's mean position, 192, clamped to the program's context.
+  int64_t position = -1;
+  // Steps run back to back (a multi-step launch); the last one is reported. With 2 or more the
+  // ring starts the step warm, as on the GPU, where the producer prefetches the next step's
+  // weights during the previous step's tail. 1: from an idle GPU.
+  int steps = 2;
+};
 
 struct SimResult {
   std::vector<eval::TaskStamps> stamps;  // one per task, list order, ns from the step's start
-  double step_us = 0;                    // predicted step latency
+  double step_us = 0;                    // predicted step latency (sink to sink; one step: span)
+  // Per task, the body's begin and end (ns, same origin): the --profile-tsv body stamps.
+  std::vector<uint64_t> body_begin, body_end;
+  double hbm_busy_fraction = 0;  // of the step, the time some SM's copies were in flight
+  int64_t events = 0;            // events the run processed (a size for the tests)
 };
 
 // The discrete-event prediction of one step of `program` (which must have every task's sm set,
 // as the lowering leaves it). Throws std::invalid_argument on a program it cannot simulate.
 SimResult simulate_step(const Program& program, const GpuTarget& target, const SimConstants& c);
+SimResult simulate_step(const Program& program, const GpuTarget& target, const SimConstants& c,
+                        const SimOptions& options);
+
+// A program prepared once for many simulations (the fit runs each case hundreds of times).
+class PreparedProgram;
+struct PreparedDeleter {
+  void operator()(PreparedProgram* p) const;
+};
+using Prepared = std::unique_ptr<PreparedProgram, PreparedDeleter>;
+Prepared prepare(const Program& program, const GpuTarget& target, const SimOptions& options = {});
+SimResult simulate(const PreparedProgram& prepared, const SimConstants& c);
 
 }  // namespace amk::sim

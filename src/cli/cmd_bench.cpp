@@ -36,6 +36,7 @@
 #include "amk/model_presets.h"
 #include "amk/random_checkpoint.h"
 #include "amk/step_trace.h"
+#include "amk/traffic.h"
 #include "cli/commands.h"
 #include "cli/input_files.h"
 #include "cli/model_args.h"
@@ -150,37 +151,6 @@ bool prepare_preset(const BenchOptions& opt, ModelFolder& folder) {
                            opt.preset,
                            std::chrono::duration<double>(Clock::now() - start).count());
   return true;
-}
-
-// ---- bytes per token ------------------------------------------------------------------------
-
-struct TrafficEstimate {
-  int64_t weight_bytes = 0;  // the floor: every weight byte a step must read once
-  int64_t kv_bytes = 0;      // KV cache rows read at the benchmark's mean position (informational)
-};
-
-// A weight read only by EMBED costs one row per token (the token's embedding); any other reader
-// (a GEMV, or an lm_head tied to the embedding) streams the whole tensor.
-TrafficEstimate estimate_traffic(const Program& p, int64_t mean_position) {
-  std::vector<bool> read_by_other(p.buffers.size(), false), read_by_embed(p.buffers.size(), false);
-  for (const Task& t : p.tasks)
-    for (int64_t in : t.inputs) {
-      if (in < 0 || size_t(in) >= p.buffers.size()) continue;
-      (t.op == Op::EMBED ? read_by_embed : read_by_other)[size_t(in)] = true;
-    }
-  TrafficEstimate e;
-  for (const Buffer& b : p.buffers) {
-    if (b.kind == BufferKind::WEIGHT) {
-      const bool embed_only = read_by_embed[size_t(b.id)] && !read_by_other[size_t(b.id)];
-      e.weight_bytes += embed_only && b.shape.size() == 2 ? dtype_nbytes(b.dtype, b.shape[1])
-                                                           : b.nbytes();
-    } else if (b.kind == BufferKind::KV_CACHE && !b.shape.empty() && b.shape[0] > 0) {
-      const int64_t row = b.numel() / b.shape[0];
-      const int64_t rows = std::min(mean_position + 1, b.shape[0]);
-      e.kv_bytes += dtype_nbytes(b.dtype, row * rows);
-    }
-  }
-  return e;
 }
 
 // ---- correctness ----------------------------------------------------------------------------

@@ -33,5 +33,7 @@ void add_generate_command(CLI::App& app, Action& action);
 void add_chat_command(CLI::App& app, Action& action);
 void add_perplexity_command(CLI::App& app, Action& action);
 void add_serve_command(CLI::App& app, Action& action);
+// amk sim, sim-fit, sim-score (the timing simulator).
+void add_sim_command(CLI::App& app, Action& action);
 
 }  // namespace amk::cli

@@ -1,68 +1,498 @@
-// Placeholder timing model: tasks run per SM in list order, each starting when its SM is free and
-// its waits are met, taking task_fixed_us + est_bytes at the smaller of the SM's rate and an even
-// share of the ceiling. The calibrated discrete-event model replaces it (issue 13, point 3).
+// The timing simulator's event engine (docs/SIMULATOR.md has the model and its equations).
+//
+// Time advances from event to event. Between two events every rate is constant: each SM's ring
+// producer fetches weight bytes at its share of the HBM ceiling (max-min fair among the SMs
+// fetching, each asking for its bytes in flight over the copy latency), and each consumer in a
+// GEMV body consumes them at its own rate unless it has caught up with the producer. Events:
+// a timed phase ends (a hop arrives, a prologue or epilogue ends), a producer finishes a tile or
+// fills the ring, a consumer finishes a body or catches up with its producer. After each event
+// the rates are computed again, so the bandwidth shares follow the set of SMs streaming.
 #include "amk/timing_sim.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
-#include <map>
+#include <cmath>
+#include <limits>
+#include <numeric>
 #include <stdexcept>
+
+#include "search/sim_program.h"
 
 namespace amk::sim {
 
-SimConstants constants_for(const GpuTarget& target) {
-  SimConstants c;
-  c.target = target.name;
-  c.ceiling_gbs = target.measured_bw_gbs > 0 ? target.measured_bw_gbs : target.hbm_bandwidth_gbs;
-  return c;
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kTimeEps = 1e-9;   // µs
+constexpr double kBytesEps = 1e-6;  // bytes
+
+enum class Phase : uint8_t { Start, Blocked, Waiting, Pre, Body, Post, Done };
+
+struct SmState {
+  // The consumer: its place in the queue over all steps, and the phase of that task.
+  int64_t pos = 0;
+  Phase phase = Phase::Start;
+  double phase_end = 0;
+  double consumed = 0;    // bytes of the current GEMV tile's rows consumed
+  int64_t started = 0;    // GEMV-family tasks whose waits passed (the producer's pacing signal)
+  int64_t x_key = -1;     // the GEMV x cache: (op, x, fused operand) and the step it holds
+  int64_t x_step = -1;
+  int32_t seen_counter = -1;  // thread 0's last satisfied wait: polls it need not repeat
+  int64_t seen_count = 0;
+  // The producer: the GEMV-family task it fetches (over all steps), the bytes of it fetched,
+  // and the bytes in the ring (fetched, not yet consumed).
+  int64_t fetch_task = 0;
+  double fetched = 0;
+  double ring = 0;
+  // This instant's rates (bytes/µs) and the producer's state.
+  double fetch_rate = 0, consume_rate = 0, demand = 0, inflight = 0;
+  bool consuming = false, starved = false, ring_full = false, fetching = false;
+};
+
+class Engine {
+ public:
+  Engine(const PreparedProgram& p, const SimConstants& c) : p_(p), c_(c) {
+    ceiling_ = (c.ceiling_gbs > 0 ? c.ceiling_gbs : p.target_gbs) * 1e3;  // bytes/µs
+    // The consumer's rate over a chunk: the body's arithmetic plus the chunk's fixed cost.
+    consumer_rate_ = 1.0 / (1.0 / (c.per_sm_gbs * 1e3) + c.chunk_us / p.chunk_bytes);
+    act_rate_ = c.act_gbs * 1e3;
+    attn_rate_ = c.attn_gbs * 1e3;
+    slope_ = c.rtt_us_per_kib / 1024.0 / double(p.num_sms);  // µs per byte in flight (GPU)
+    sms_.resize(p.sms.size());
+    arrivals_.resize(p.counter_increment.size());
+    for (auto& a : arrivals_) a.reserve(size_t(p.steps) * 4);
+    r_.stamps.assign(p.tasks.size(), {});
+    sink_end_.assign(size_t(p.steps), -1);
+    fetched_at_sink_.assign(size_t(p.steps), 0);
+  }
+
+  SimResult run() {
+    validate_inputs();
+    for (;;) {
+      settle();
+      if (done_ == sms_.size()) break;
+      compute_rates();
+      const double dt = next_event();
+      if (!(dt < kInf)) throw_stuck();
+      advance(dt);
+    }
+    return finish();
+  }
+
+ private:
+  const PreparedProgram& p_;
+  const SimConstants& c_;
+  double ceiling_ = 0, consumer_rate_ = 0, act_rate_ = 0, attn_rate_ = 0, slope_ = 0;
+  double now_ = 0, bytes_in_flight_ = 0, total_fetched_ = 0;
+  std::vector<SmState> sms_;
+  std::vector<std::vector<double>> arrivals_;  // per counter: when each signal is seen (+ hop)
+  std::vector<double> sink_end_, fetched_at_sink_;
+  std::vector<double> wait_begin_abs_, op_begin_abs_, op_end_abs_;
+  std::vector<double> body_begin_abs_, body_end_abs_;
+  size_t done_ = 0;
+  int64_t events_ = 0;
+  SimResult r_;
+
+  // ---- the model's latencies at this instant ----
+  double rtt() const { return c_.rtt_us + slope_ * bytes_in_flight_; }
+  double hop() const { return c_.hop_us + c_.hop_trips * slope_ * bytes_in_flight_; }
+  double copy_latency() const { return c_.copy_latency_us + slope_ * bytes_in_flight_; }
+
+  void validate_inputs() {
+    for (const char* name : {"per_sm_gbs", "act_gbs", "attn_gbs"}) {
+      const double v = *constant_field(c_, name);
+      if (!(v > 0) || !std::isfinite(v))
+        throw std::invalid_argument(fmt::format("simulate_step: {} must be > 0, got {}", name, v));
+    }
+    for (const std::string& name : fitted_constant_names()) {
+      const double v = *constant_field(c_, name);
+      if (!(v >= 0) || !std::isfinite(v))
+        throw std::invalid_argument(
+            fmt::format("simulate_step: constant {} must be finite and >= 0, got {}", name, v));
+    }
+    if (!(ceiling_ > 0)) throw std::invalid_argument("simulate_step: no HBM ceiling");
+    for (auto* v : {&wait_begin_abs_, &op_begin_abs_, &op_end_abs_, &body_begin_abs_, &body_end_abs_})
+      v->assign(p_.tasks.size(), 0);
+  }
+
+  // ---- queue positions ----
+  size_t queue_size(size_t slot) const { return p_.queues[slot].size(); }
+  int64_t total_tasks(size_t slot) const { return int64_t(queue_size(slot)) * p_.steps; }
+  int32_t task_at(size_t slot, int64_t pos) const {
+    return p_.queues[slot][size_t(pos % int64_t(queue_size(slot)))];
+  }
+  int64_t step_of(size_t slot, int64_t pos) const { return pos / int64_t(queue_size(slot)); }
+  int64_t gemv_total(size_t slot) const { return int64_t(p_.gemvs[slot].size()) * p_.steps; }
+  const SimTask& gemv_at(size_t slot, int64_t g) const {
+    return p_.tasks[size_t(p_.gemvs[slot][size_t(g % int64_t(p_.gemvs[slot].size()))])];
+  }
+  // The global GEMV index of the consumer's current task (a Stream task).
+  int64_t current_gemv(size_t slot) const {
+    const SmState& s = sms_[slot];
+    return step_of(slot, s.pos) * int64_t(p_.gemvs[slot].size()) +
+           p_.tasks[size_t(task_at(slot, s.pos))].gemv_index;
+  }
+  // Rows of the consumer's current tile the ring has received.
+  double available(size_t slot, int64_t g) const {
+    const SmState& s = sms_[slot];
+    if (s.fetch_task > g) return gemv_at(slot, g).weight_bytes;
+    return s.fetch_task == g ? s.fetched : 0.0;
+  }
+
+  // ---- the instant: every transition due now, until none is ----
+  void settle() {
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t slot = 0; slot < sms_.size(); ++slot) changed |= step_sm(slot);
+    }
+  }
+
+  bool step_sm(size_t slot) {
+    SmState& s = sms_[slot];
+    bool changed = false;
+    // The producer moves past a tile it has fetched (and past tiles with no rows).
+    while (s.fetch_task < gemv_total(slot) &&
+           s.fetched >= gemv_at(slot, s.fetch_task).weight_bytes - kBytesEps) {
+      ++s.fetch_task;
+      s.fetched = 0;
+      changed = true;
+    }
+    switch (s.phase) {
+      case Phase::Done:
+      case Phase::Blocked:
+        return changed;
+      case Phase::Start:
+        begin_task(slot);
+        return true;
+      case Phase::Waiting:
+        if (s.phase_end > now_ + kTimeEps) return changed;
+        begin_op(slot);
+        return true;
+      case Phase::Pre:
+        if (s.phase_end > now_ + kTimeEps) return changed;
+        begin_body(slot);
+        return true;
+      case Phase::Body: {
+        const SimTask& t = p_.tasks[size_t(task_at(slot, s.pos))];
+        if (t.kind == TaskKind::Stream) {
+          if (s.consumed < t.weight_bytes - kBytesEps) return changed;
+        } else if (s.phase_end > now_ + kTimeEps) {
+          return changed;
+        }
+        end_body(slot);
+        return true;
+      }
+      case Phase::Post:
+        if (s.phase_end > now_ + kTimeEps) return changed;
+        end_task(slot);
+        return true;
+    }
+    return changed;
+  }
+
+  // The SM takes its next task: it begins waiting for the task's counters.
+  void begin_task(size_t slot) {
+    SmState& s = sms_[slot];
+    if (s.pos >= total_tasks(slot)) {
+      s.phase = Phase::Done;
+      ++done_;
+      return;
+    }
+    wait_begin_abs_[size_t(task_at(slot, s.pos))] = now_;
+    try_release(slot);
+  }
+
+  // The absolute signal count a wait of this step needs: counters are never reset between the
+  // steps of a launch (docs/CUDA_VM.md, epoch thresholds).
+  int64_t needed(int32_t counter, int32_t need, int64_t step) const {
+    return step * p_.counter_increment[size_t(counter)] + need;
+  }
+
+  // Whether the waits of the SM's task are met; if so it waits until the last signal reached it
+  // (a hop after the signal) or, when they were met before it looked, one poll round trip
+  // (none when thread 0 already saw the counter there).
+  void try_release(size_t slot) {
+    SmState& s = sms_[slot];
+    const int32_t ti = task_at(slot, s.pos);
+    const SimTask& t = p_.tasks[size_t(ti)];
+    const int64_t step = step_of(slot, s.pos);
+    double ready = now_;
+    bool covered = true;
+    auto check = [&](int32_t counter, int64_t count) {
+      const auto& a = arrivals_[size_t(counter)];
+      if (int64_t(a.size()) < count) return false;
+      ready = std::max(ready, a[size_t(count - 1)]);
+      if (!(s.seen_counter == counter && s.seen_count >= count)) covered = false;
+      return true;
+    };
+    bool met = true;
+    int32_t last_counter = -1;
+    int64_t last_count = 0;
+    if (t.waits.empty() && step > 0 && p_.sink >= 0) {
+      // Step s > 0 of a launch: a root first waits for the previous step's sink.
+      const int32_t sc = p_.tasks[size_t(p_.sink)].out_counter;
+      last_counter = sc;
+      last_count = step * p_.counter_increment[size_t(sc)];
+      met = check(sc, last_count);
+    }
+    for (const auto& [counter, need] : t.waits) {
+      last_counter = counter;
+      last_count = needed(counter, need, step);
+      if (!check(counter, last_count)) {
+        met = false;
+        break;
+      }
+    }
+    if (!met) {
+      s.phase = Phase::Blocked;
+      return;
+    }
+    if (last_counter >= 0) {
+      if (!covered) ready = std::max(ready, now_ + rtt());
+      s.seen_counter = last_counter;
+      s.seen_count = last_count;
+    }
+    s.phase = Phase::Waiting;
+    s.phase_end = ready;
+  }
+
+  // The waits passed: the op begins with its prologue.
+  void begin_op(size_t slot) {
+    SmState& s = sms_[slot];
+    const int32_t ti = task_at(slot, s.pos);
+    const SimTask& t = p_.tasks[size_t(ti)];
+    op_begin_abs_[size_t(ti)] = now_;
+    double act = t.act_bytes;
+    if (t.kind == TaskKind::Stream) {
+      ++s.started;
+      const int64_t step = step_of(slot, s.pos);
+      if (s.x_key == t.x_key && s.x_step == step) act = 0;  // x is still in the op scratch
+      s.x_key = t.x_key;
+      s.x_step = step;
+    } else {
+      s.x_key = -1;  // any other op may have used the op scratch
+    }
+    s.phase = Phase::Pre;
+    s.phase_end = now_ + c_.prologue_trips * rtt() + act / act_rate_;
+  }
+
+  void begin_body(size_t slot) {
+    SmState& s = sms_[slot];
+    const int32_t ti = task_at(slot, s.pos);
+    const SimTask& t = p_.tasks[size_t(ti)];
+    body_begin_abs_[size_t(ti)] = now_;
+    s.phase = Phase::Body;
+    s.consumed = 0;
+    if (t.kind == TaskKind::Attention)
+      s.phase_end = now_ + c_.attn_fixed_us + t.kv_bytes / attn_rate_;
+    else
+      s.phase_end = now_;  // Other: the prologue was the work; a Stream body ends on its bytes
+  }
+
+  void end_body(size_t slot) {
+    SmState& s = sms_[slot];
+    const int32_t ti = task_at(slot, s.pos);
+    body_end_abs_[size_t(ti)] = now_;
+    s.phase = Phase::Post;
+    s.phase_end = now_ + c_.task_fixed_us;
+  }
+
+  // The epilogue's release: the counter's signal, seen by its waiters one hop later.
+  void end_task(size_t slot) {
+    SmState& s = sms_[slot];
+    const int32_t ti = task_at(slot, s.pos);
+    const SimTask& t = p_.tasks[size_t(ti)];
+    op_end_abs_[size_t(ti)] = now_;
+    arrivals_[size_t(t.out_counter)].push_back(now_ + hop());
+    if (ti == p_.sink) {
+      const int64_t step = step_of(slot, s.pos);
+      sink_end_[size_t(step)] = now_;
+      fetched_at_sink_[size_t(step)] = total_fetched_;
+    }
+    ++s.pos;
+    s.phase = Phase::Start;
+    for (size_t other = 0; other < sms_.size(); ++other)
+      if (sms_[other].phase == Phase::Blocked) try_release(other);
+  }
+
+  // ---- rates between events ----
+  void compute_rates() {
+    ++events_;
+    // Bytes in flight: each fetching producer keeps its bound of copies outstanding, or, held
+    // back by a full ring, what its consumer frees in one copy latency.
+    double inflight = 0;
+    for (size_t slot = 0; slot < sms_.size(); ++slot) {
+      SmState& s = sms_[slot];
+      s.consuming = false;
+      s.starved = false;
+      if (s.phase == Phase::Body && p_.tasks[size_t(task_at(slot, s.pos))].kind == TaskKind::Stream) {
+        s.consuming = true;
+        s.starved = s.consumed >= available(slot, current_gemv(slot)) - kBytesEps;
+      }
+      s.fetching = false;
+      s.ring_full = s.ring >= p_.ring_bytes - kBytesEps;
+      s.inflight = 0;
+      if (s.fetch_task < gemv_total(slot)) {
+        const SimTask& next = gemv_at(slot, s.fetch_task);
+        // Pipelining depth d: tile j is fetched once the consumers started tile j - d.
+        const bool paced = s.started >= s.fetch_task - next.depth + 1;
+        const bool drains = !s.ring_full || (s.consuming && !s.starved);
+        if (paced && drains) {
+          s.fetching = true;
+          const int chunks = s.started > s.fetch_task ? p_.inflight_chunks : p_.prefetch_chunks;
+          s.inflight = double(chunks) * p_.chunk_bytes;
+          if (s.ring_full) s.inflight = std::min(s.inflight, consumer_rate_ * c_.copy_latency_us);
+        }
+      }
+      inflight += s.inflight;
+    }
+    bytes_in_flight_ = inflight;
+    const double latency = std::max(copy_latency(), 1e-6);
+    // Each producer asks for its bytes in flight per copy latency (a full ring: no more than
+    // its consumer frees); HBM is shared max-min fairly when the asks exceed the ceiling.
+    double asked = 0;
+    std::vector<size_t>& askers = askers_;
+    askers.clear();
+    for (size_t slot = 0; slot < sms_.size(); ++slot) {
+      SmState& s = sms_[slot];
+      s.demand = 0;
+      if (!s.fetching) continue;
+      double d = s.inflight / latency;
+      if (s.ring_full) d = std::min(d, consumer_rate_);
+      s.demand = d;
+      asked += d;
+      askers.push_back(slot);
+    }
+    if (asked <= ceiling_) {
+      for (size_t slot : askers) sms_[slot].fetch_rate = sms_[slot].demand;
+    } else {
+      std::sort(askers.begin(), askers.end(),
+                [&](size_t a, size_t b) { return sms_[a].demand < sms_[b].demand; });
+      double left = ceiling_;
+      size_t n = askers.size();
+      for (size_t slot : askers) {
+        const double share = left / double(n);
+        const double give = std::min(sms_[slot].demand, share);
+        sms_[slot].fetch_rate = give;
+        left -= give;
+        --n;
+      }
+    }
+    for (size_t slot = 0; slot < sms_.size(); ++slot) {
+      SmState& s = sms_[slot];
+      if (!s.fetching) s.fetch_rate = 0;
+      s.consume_rate = 0;
+      if (!s.consuming) continue;
+      if (!s.starved) {
+        s.consume_rate = consumer_rate_;
+      } else if (s.fetch_task == current_gemv(slot)) {
+        s.consume_rate = std::min(consumer_rate_, s.fetch_rate);
+      }
+    }
+  }
+  std::vector<size_t> askers_;
+
+  double next_event() const {
+    double dt = kInf;
+    for (size_t slot = 0; slot < sms_.size(); ++slot) {
+      const SmState& s = sms_[slot];
+      switch (s.phase) {
+        case Phase::Waiting:
+        case Phase::Pre:
+        case Phase::Post:
+          dt = std::min(dt, s.phase_end - now_);
+          break;
+        case Phase::Body:
+          if (!s.consuming) {
+            dt = std::min(dt, s.phase_end - now_);
+          } else if (s.consume_rate > 0) {
+            const int64_t g = current_gemv(slot);
+            dt = std::min(dt, (gemv_at(slot, g).weight_bytes - s.consumed) / s.consume_rate);
+            if (!s.starved && s.fetch_task == g && s.consume_rate > s.fetch_rate)
+              dt = std::min(dt, (s.fetched - s.consumed) / (s.consume_rate - s.fetch_rate));
+          }
+          break;
+        default:
+          break;
+      }
+      if (s.fetch_rate > 0) {
+        dt = std::min(dt, (gemv_at(slot, s.fetch_task).weight_bytes - s.fetched) / s.fetch_rate);
+        const double net = s.fetch_rate - s.consume_rate;
+        if (!s.ring_full && net > 0) dt = std::min(dt, (p_.ring_bytes - s.ring) / net);
+      }
+    }
+    return std::max(dt, 0.0);
+  }
+
+  void advance(double dt) {
+    now_ += dt;
+    for (SmState& s : sms_) {
+      if (s.fetch_rate > 0) {
+        s.fetched += s.fetch_rate * dt;
+        total_fetched_ += s.fetch_rate * dt;
+      }
+      if (s.consume_rate > 0) s.consumed += s.consume_rate * dt;
+      s.ring = std::clamp(s.ring + (s.fetch_rate - s.consume_rate) * dt, 0.0, p_.ring_bytes);
+    }
+  }
+
+  [[noreturn]] void throw_stuck() const {
+    for (size_t slot = 0; slot < sms_.size(); ++slot)
+      if (sms_[slot].phase == Phase::Blocked)
+        throw std::invalid_argument(fmt::format(
+            "simulate_step: the waits cannot all be met (SM {} is blocked at task {})",
+            p_.sms[slot], task_at(slot, sms_[slot].pos)));
+    throw std::invalid_argument("simulate_step: no event can happen (a rate is zero)");
+  }
+
+  SimResult finish() {
+    const size_t n = p_.tasks.size();
+    // The last step's stamps, from its earliest wait begin (what --profile-tsv writes).
+    double origin = kInf, last = 0;
+    for (size_t i = 0; i < n; ++i) origin = std::min(origin, wait_begin_abs_[i]);
+    if (!(origin < kInf)) origin = 0;
+    auto ns = [&](double us) { return uint64_t(std::llround(std::max(0.0, us - origin) * 1e3)); };
+    r_.body_begin.assign(n, 0);
+    r_.body_end.assign(n, 0);
+    for (size_t i = 0; i < n; ++i) {
+      r_.stamps[i] = {ns(wait_begin_abs_[i]), ns(op_begin_abs_[i]),
+                      std::max<uint64_t>(ns(op_end_abs_[i]), 1)};
+      r_.body_begin[i] = ns(body_begin_abs_[i]);
+      r_.body_end[i] = ns(body_end_abs_[i]);
+      last = std::max(last, op_end_abs_[i]);
+    }
+    const size_t steps = size_t(p_.steps);
+    if (p_.sink >= 0 && steps >= 2 && sink_end_[steps - 2] >= 0) {
+      r_.step_us = sink_end_[steps - 1] - sink_end_[steps - 2];
+      const double bytes = fetched_at_sink_[steps - 1] - fetched_at_sink_[steps - 2];
+      r_.hbm_busy_fraction = r_.step_us > 0 ? bytes / (ceiling_ * r_.step_us) : 0;
+    } else {
+      r_.step_us = steps == 1 ? last : last - origin;
+      r_.hbm_busy_fraction = r_.step_us > 0 ? total_fetched_ / double(steps) /
+                                                  (ceiling_ * r_.step_us)
+                                            : 0;
+    }
+    r_.events = events_;
+    return std::move(r_);
+  }
+};
+
+}  // namespace
+
+SimResult simulate(const PreparedProgram& prepared, const SimConstants& c) {
+  Engine engine(prepared, c);
+  return engine.run();
+}
+
+SimResult simulate_step(const Program& program, const GpuTarget& target, const SimConstants& c,
+                        const SimOptions& options) {
+  const Prepared p = prepare(program, target, options);
+  return simulate(*p, c);
 }
 
 SimResult simulate_step(const Program& program, const GpuTarget& target, const SimConstants& c) {
-  const double ceiling = c.ceiling_gbs > 0 ? c.ceiling_gbs : target.hbm_bandwidth_gbs;
-  const int64_t sms = std::max<int64_t>(target.num_sms, 1);
-  const double rate_gbs = std::min(c.per_sm_gbs, ceiling / double(sms));  // bytes per ns
-  std::map<int64_t, double> sm_free;  // sm -> ns
-  // counter id -> the time each value above its init was reached (a task adds 1 when it ends)
-  std::map<int64_t, std::vector<double>> counter_times;
-  std::map<int64_t, int64_t> init;
-  for (const Counter& k : program.counters) init[k.id] = k.init;
-  SimResult r;
-  r.stamps.resize(program.tasks.size());
-  // List order is a valid execution order per SM (the validator proves no deadlock); a task's
-  // waits name counters signalled by tasks earlier in some SM's order, so a few sweeps settle it.
-  std::vector<bool> done(program.tasks.size(), false);
-  size_t remaining = program.tasks.size();
-  for (size_t sweep = 0; remaining > 0; ++sweep) {
-    if (sweep > program.tasks.size() + 1)
-      throw std::invalid_argument("simulate_step: the waits cannot all be met");
-    std::map<int64_t, bool> sm_blocked;
-    for (size_t i = 0; i < program.tasks.size(); ++i) {
-      if (done[i]) continue;
-      const Task& t = program.tasks[i];
-      if (!t.sm) throw std::invalid_argument("simulate_step: task without an SM: " + t.label);
-      if (sm_blocked[*t.sm]) continue;
-      double ready = sm_free[*t.sm];
-      bool met = true;
-      for (const auto& w : t.waits) {
-        const auto& times = counter_times[w.counter];
-        const int64_t need = w.threshold - init[w.counter];
-        if (int64_t(times.size()) < need) { met = false; break; }
-        if (need > 0) ready = std::max(ready, times[size_t(need - 1)] + c.hop_us * 1e3);
-      }
-      if (!met) { sm_blocked[*t.sm] = true; continue; }
-      const double begin = ready;
-      const double end = begin + c.task_fixed_us * 1e3 + double(t.est_bytes) / rate_gbs;
-      r.stamps[i] = {uint64_t(sm_free[*t.sm]) + 1, uint64_t(begin) + 1, uint64_t(end) + 1};
-      sm_free[*t.sm] = end;
-      auto& times = counter_times[t.out_counter];
-      times.insert(std::upper_bound(times.begin(), times.end(), end), end);
-      done[i] = true;
-      --remaining;
-    }
-  }
-  uint64_t last = 0;
-  for (const auto& s : r.stamps) last = std::max(last, s.op_end);
-  r.step_us = double(last) / 1e3;
-  return r;
+  return simulate_step(program, target, c, SimOptions{});
 }
 
 }  // namespace amk::sim

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Runs ON THE GPU MACHINE: the timing simulator's calibration data (docs/SIMULATOR.md). For each
+# model, the incumbent (the derived default config) and single-knob variants around it, one
+# `amk bench` each (the correctness check first, as always) with a per-task profile; then a
+# manifest of the cases for scripts/sim_calibrate.sh (run it here or on the CPU machine).
+#
+#   scripts/sim_collect.sh --prebuilt DIR [--models "llama-3.2-1b qwen3-0.6b smollm2-135m"]
+#                          [--variants N] [--no-profile]
+#
+# Output under $OUT (or ./sim-collect-out): configs/MODEL-VARIANT.json, bench/MODEL-VARIANT.json,
+# prof/MODEL-VARIANT.tsv, results.tsv and cases.tsv (the manifest, paths relative to it).
+# About 8-15 s a run on an H100 (checkpoint generated once per model into /tmp/amk-sim-MODEL).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+
+prebuilt="" models="llama-3.2-1b qwen3-0.6b smollm2-135m" max_variants=99 profile=1 gpu=auto
+while (($#)); do
+  case "$1" in
+    --prebuilt) prebuilt="${2:?}"; shift 2 ;;
+    --models) models="${2:?}"; shift 2 ;;
+    --variants) max_variants="${2:?}"; shift 2 ;;
+    --gpu) gpu="${2:?}"; shift 2 ;;
+    --no-profile) profile=0; shift ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "unknown option '$1'"; exit 2 ;;
+  esac
+done
+[[ -n "$prebuilt" ]] || { sed -n '2,13p' "$0"; exit 2; }
+amk="$(cd "$prebuilt" && pwd)/amk"
+out="${OUT:-$PWD/sim-collect-out}"
+mkdir -p "$out/configs" "$out/bench" "$out/prof"
+manifest="$out/cases.tsv"
+[[ -f "$manifest" ]] || printf '# GROUP\tNAME\tMODEL\tCONFIG\tBENCH\tPROFILE\n' >"$manifest"
+
+# The variants: one knob moved from the incumbent, each a step a search would take.
+variants=(
+  derived
+  pipelining_depth=2
+  pipelining_depth=8
+  stream_bytes_in_flight=65536
+  stream_chunk_bytes=16384
+  tile:gate_proj,up_proj*2
+  tile:down_proj*2
+  tile:o_proj*2
+  tile:q_proj,k_proj,v_proj*2
+  tile:lm_head/2
+  tiling.attention.kv_block=128
+  sm_assignment=load_balance
+  tile:sample_argmax*4
+)
+for model in $models; do
+  base="$out/configs/$model-derived.json"
+  # The incumbent: the config amk bench derives without --config (512-token context).
+  "$amk" sim "$model" --gpu "${gpu/auto/h100}" --max-context 512 --write-config "$base" >/dev/null ||
+    { echo "cannot derive the config of $model"; exit 1; }
+  n=0
+  for v in "${variants[@]}"; do
+    ((n >= max_variants)) && break
+    n=$((n + 1))
+    name=$(echo "$v" | tr ':,*/=' '-___-' | tr -s '_')
+    cfg="$out/configs/$model-$name.json"
+    python3 - "$base" "$cfg" "$v" <<'PY' || { echo "bad variant $v"; exit 2; }
+import json, sys
+base, dst, v = sys.argv[1:4]
+c = json.load(open(base))
+if v.startswith("tile:"):
+    spec = v[5:]
+    op = "*" if "*" in spec else "/"
+    names, factor = spec.split(op)
+    for k in names.split(","):
+        t = c.setdefault("tiling", {}).setdefault(k, {})
+        cur = t.get("N_tile") or c["tiling"].get("gemv", {}).get("N_tile", 256)
+        t["N_tile"] = max(1, cur * int(factor) if op == "*" else cur // int(factor))
+elif v != "derived":
+    k, val = v.split("=", 1)
+    *path, leaf = k.split(".")
+    d = c
+    for part in path:
+        d = d.setdefault(part, {})
+    d[leaf] = int(val) if val.lstrip("-").isdigit() else val
+json.dump(c, open(dst, "w"), indent=1)
+PY
+    bench="$out/bench/$model-$name.json"
+    prof="$out/prof/$model-$name.tsv"
+    popt=()
+    ((profile)) && popt=(--profile --profile-tsv "$prof")
+    echo "== $model [$v]"
+    timeout 240 "$amk" bench --preset "$model" --preset-dir "/tmp/amk-sim-$model" --gpu "$gpu" \
+      --config "$cfg" --check-positions 0 --json "$bench" --results "$out/results.tsv" \
+      --tag "sim-collect $v" "${popt[@]}" >"$out/bench/$model-$name.log" 2>&1
+    rc=$?
+    tail -n 2 "$out/bench/$model-$name.log"
+    if ((rc == 0)) && [[ -f "$bench" ]]; then
+      p="-"
+      ((profile)) && [[ -s "$prof" ]] && p="prof/$model-$name.tsv"
+      printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$model" "$name" "$model" "configs/$model-$name.json" \
+        "bench/$model-$name.json" "$p" >>"$manifest"
+    else
+      echo "   (rc $rc: left out of the manifest)"
+    fi
+  done
+done
+echo "manifest: $manifest ($(grep -vc '^#' "$manifest") cases)"

@@ -1,0 +1,102 @@
+// `amk sim`, `amk sim-fit` and `amk sim-score` as a user runs them: what they print, what they
+// write, and the clear refusal of bad input (exit 2, a message naming it, no crash).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "amk/sim_constants_io.h"
+#include "support/amk_command.h"
+
+namespace amk {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_amk;
+using testing::shell_quote;
+
+fs::path scratch_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("amk_sim_cli_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+TEST(SimCli, PredictsAPresetAndPrintsTheLevelTable) {
+  const auto r = run_amk("sim smollm2-135m --gpu h100");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("predicted"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("µs/token"), std::string::npos);
+  EXPECT_NE(r.out.find("o_proj"), std::string::npos) << "the per-level table";
+  EXPECT_NE(r.out.find("sched-"), std::string::npos) << "the schedule id bench gives it";
+}
+
+TEST(SimCli, WritesTheTraceAndJson) {
+  const fs::path dir = scratch_dir("trace");
+  const fs::path trace = dir / "t.json", config = dir / "c.json";
+  const auto r = run_amk("sim smollm2-135m --gpu h100 --json --trace " + shell_quote(trace.string()) +
+                         " --write-config " + shell_quote(config.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["predicted_us_per_token"].get<double>(), j["floor_us"].get<double>());
+  EXPECT_TRUE(j["levels"].is_array());
+  EXPECT_TRUE(nlohmann::json::parse(std::ifstream(trace)).contains("traceEvents"));
+  // The written config lowers to the same program: the same prediction.
+  const auto again = run_amk("sim smollm2-135m --gpu h100 --json --config " + shell_quote(config.string()));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(again.out)["predicted_us_per_token"].get<double>(),
+                   j["predicted_us_per_token"].get<double>());
+  fs::remove_all(dir);
+}
+
+TEST(SimCli, RefusesBadInputWithAClearMessage) {
+  const fs::path dir = scratch_dir("bad");
+  write(dir / "bad.json", R"({"format": "amk.sim_constants/1", "constants": {"hop_us": "x"}})");
+  auto r = run_amk("sim smollm2-135m --constants " + shell_quote((dir / "bad.json").string()));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("simulator constants"), std::string::npos) << r.err;
+  r = run_amk("sim no-such-model-anywhere --gpu h100");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("neither"), std::string::npos) << r.err;
+  r = run_amk("sim smollm2-135m --gpu h999");
+  EXPECT_EQ(r.exit_code, 2);
+  write(dir / "cases.tsv", "smollm2 only-four-fields smollm2-135m -\n");
+  r = run_amk("sim-score --manifest " + shell_quote((dir / "cases.tsv").string()));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("cases.tsv:1"), std::string::npos) << r.err;
+  write(dir / "cases.tsv", "smollm2 x smollm2-135m missing.json 1000\n");
+  r = run_amk("sim-score --manifest " + shell_quote((dir / "cases.tsv").string()));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("missing.json"), std::string::npos) << r.err;
+  fs::remove_all(dir);
+}
+
+TEST(SimCli, FitsAndScoresAManifest) {
+  const fs::path dir = scratch_dir("fit");
+  write(dir / "tile64.json", R"({"tiling": {"gemv": {"N_tile": 64}}, "sm_assignment": "critical_path"})");
+  write(dir / "cases.tsv",
+        "# GROUP NAME MODEL CONFIG BENCH\n"
+        "smollm2 derived smollm2-135m - 1350\n"
+        "smollm2 tile64  smollm2-135m tile64.json 1500\n");
+  const fs::path out = dir / "fit.json";
+  auto r = run_amk("sim-fit --manifest " + shell_quote((dir / "cases.tsv").string()) +
+                   " --free hop_us,task_fixed_us --max-evals 40 --threads 1 --out " +
+                   shell_quote(out.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("objective"), std::string::npos) << r.out;
+  const sim::SimConstants c = sim::load_constants(out.string());
+  EXPECT_EQ(c.target, "h100");
+  r = run_amk("sim-score --manifest " + shell_quote((dir / "cases.tsv").string()) +
+              " --threads 1 --constants " + shell_quote(out.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Spearman"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tile64"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace amk

@@ -1,0 +1,298 @@
+// The timing simulator's event model (src/search/timing_sim.cpp) on hand-built programs with
+// closed-form answers, and on lowered programs: every knob the search varies moves it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "amk/lowering.h"
+#include "amk/model_config.h"
+#include "amk/model_presets.h"
+#include "amk/timing_sim.h"
+
+namespace amk::sim {
+namespace {
+
+// Constants whose closed forms are simple: no L2 inflation, no per-chunk or prologue cost, a
+// producer far faster than any consumer.
+SimConstants clean_constants() {
+  SimConstants c;
+  c.target = "h100";
+  c.ceiling_gbs = 3000;
+  c.per_sm_gbs = 20;
+  c.task_fixed_us = 1.5;
+  c.hop_us = 0.7;
+  c.chunk_us = 0;
+  c.copy_latency_us = 0.01;
+  c.rtt_us = 0;
+  c.rtt_us_per_kib = 0;
+  c.hop_trips = 0;
+  c.prologue_trips = 0;
+  c.act_gbs = 1;  // 1000 bytes per µs: an Other task's est_bytes set its prologue
+  c.attn_fixed_us = 0;
+  c.attn_gbs = 1;
+  return c;
+}
+
+const GpuTarget& h100() { return *find_target("h100"); }
+
+// A GEMV-family tile of `bytes` weight rows on `sm` (no buffers: est_bytes are the rows).
+Task& gemv(Program& p, int64_t sm, int64_t bytes, std::vector<Wait> waits = {}, int64_t depth = 0) {
+  const int64_t counter = p.new_counter();
+  Task& t = p.add_task(Op::GEMV_TILE, {}, {}, counter, std::move(waits));
+  t.sm = sm;
+  t.est_bytes = bytes;
+  if (depth > 0) t.params.set_int("M_tile", depth);
+  t.label = "L0.q_proj[t" + std::to_string(p.tasks.size()) + "]";
+  return t;
+}
+
+// A task with no weights whose prologue reads `bytes` of activations.
+Task& other(Program& p, int64_t sm, int64_t bytes, std::vector<Wait> waits = {}) {
+  const int64_t counter = p.new_counter();
+  Task& t = p.add_task(Op::ADD, {}, {}, counter, std::move(waits));
+  t.sm = sm;
+  t.est_bytes = bytes;
+  t.label = "L0.add" + std::to_string(p.tasks.size());
+  return t;
+}
+
+SimResult run(const Program& p, const SimConstants& c, int steps = 1) {
+  return simulate_step(p, h100(), c, SimOptions{0, steps});
+}
+
+TEST(TimingSim, OneSmStreamingAloneTakesBytesOverItsRatePlusTheFixedCost) {
+  Program p;
+  const int64_t bytes = 1 << 20;
+  gemv(p, 0, bytes);
+  const SimConstants c = clean_constants();
+  const SimResult r = run(p, c);
+  const double expected = double(bytes) / (c.per_sm_gbs * 1e3) + c.task_fixed_us;
+  EXPECT_NEAR(r.step_us, expected, 1e-6 * expected);
+  ASSERT_EQ(r.stamps.size(), 1u);
+  EXPECT_NEAR(double(r.stamps[0].op_end - r.stamps[0].op_begin) / 1e3, expected, 2e-3);
+}
+
+TEST(TimingSim, EverySmStreamingAtOnceSharesTheCeiling) {
+  Program p;
+  const int64_t bytes = 1 << 20;
+  for (int64_t sm = 0; sm < 132; ++sm) gemv(p, sm, bytes);
+  SimConstants c = clean_constants();
+  c.per_sm_gbs = 100;  // 132 x 100 GB/s asks far more than the ceiling
+  const SimResult r = run(p, c);
+  const double expected = 132.0 * double(bytes) / (c.ceiling_gbs * 1e3) + c.task_fixed_us;
+  EXPECT_NEAR(r.step_us, expected, 1e-6 * expected);
+  EXPECT_NEAR(r.hbm_busy_fraction, 1.0 - c.task_fixed_us / expected, 1e-3);
+}
+
+TEST(TimingSim, FewSmsStreamAtTheirOwnRateWellBelowTheCeiling) {
+  Program p;
+  const int64_t bytes = 1 << 20;
+  for (int64_t sm = 0; sm < 10; ++sm) gemv(p, sm, bytes);
+  const SimConstants c = clean_constants();  // 10 x 20 GB/s < 3000 GB/s
+  const double expected = double(bytes) / (c.per_sm_gbs * 1e3) + c.task_fixed_us;
+  EXPECT_NEAR(run(p, c).step_us, expected, 1e-6 * expected);
+}
+
+TEST(TimingSim, AChainOfDependentTasksOnDifferentSmsCostsOneHopPerLink) {
+  const SimConstants c = clean_constants();
+  for (int k : {1, 2, 5, 12}) {
+    Program p;
+    int64_t previous = -1;
+    for (int i = 0; i < k; ++i) {
+      std::vector<Wait> waits;
+      if (previous >= 0) waits.push_back(Wait{previous, 1});
+      previous = other(p, i, 0, waits).out_counter;
+    }
+    const double expected = k * c.task_fixed_us + (k - 1) * c.hop_us;
+    EXPECT_NEAR(run(p, c).step_us, expected, 1e-9) << k << " tasks";
+  }
+}
+
+TEST(TimingSim, HopsLengthenWithBytesInFlight) {
+  // One SM streams while two others pass a counter: the hop grows by hop_trips round trips'
+  // inflation, each rtt_us_per_kib per KiB in flight per SM.
+  Program p;
+  gemv(p, 0, 64 << 20);  // long enough to be in flight during the whole chain
+  const int64_t first = other(p, 1, 0).out_counter;
+  other(p, 2, 0, {Wait{first, 1}});
+  SimConstants c = clean_constants();
+  c.rtt_us_per_kib = 0.01;
+  c.hop_trips = 4;
+  // A producer slower than its consumer: the ring never fills, so both copies stay in flight.
+  c.copy_latency_us = 4;
+  p.config = ScheduleConfig{};
+  p.config->stream_bytes_in_flight = 65536;  // two 32 KiB copies
+  const SimResult r = run(p, c);
+  const double per_sm_kib = 64.0 / 132.0;
+  const double hop = c.hop_us + c.hop_trips * c.rtt_us_per_kib * per_sm_kib;
+  ASSERT_GT(hop - c.hop_us, 0.01);
+  EXPECT_NEAR(double(r.stamps[2].op_begin) / 1e3 - double(r.stamps[1].op_end) / 1e3, hop, 2e-3);
+}
+
+// SM 1 computes for 10 µs; SM 0's GEMV waits for it. The producer fetches at 16.4 GB/s (one
+// 32 KiB copy per 2 µs), the consumer computes at 100 GB/s.
+Program prefetch_program(int64_t depth, int64_t bytes) {
+  Program p;
+  p.config = ScheduleConfig{};
+  p.config->stream_bytes_in_flight = 32768;
+  const int64_t slow = other(p, 1, 10000).out_counter;  // 10 µs at act_gbs 1
+  gemv(p, 0, bytes, {Wait{slow, 1}}, depth);
+  return p;
+}
+
+TEST(TimingSim, PrefetchAcrossAWaitHidesTheStream) {
+  SimConstants c = clean_constants();
+  c.per_sm_gbs = 100;
+  c.copy_latency_us = 2;
+  const int64_t bytes = 4 * 32768;  // fits the ring: all of it lands during the wait
+  const double fetch_rate = 32768.0 / c.copy_latency_us;  // bytes/µs
+  const SimResult ahead = run(prefetch_program(1, bytes), c);
+  const SimResult on_demand = run(prefetch_program(0, bytes), c);
+  auto busy = [](const SimResult& r) { return double(r.stamps[1].op_end - r.stamps[1].op_begin) / 1e3; };
+  EXPECT_NEAR(busy(ahead), double(bytes) / (c.per_sm_gbs * 1e3) + c.task_fixed_us, 2e-3);
+  EXPECT_NEAR(busy(on_demand), double(bytes) / fetch_rate + c.task_fixed_us, 2e-3);
+  EXPECT_LT(ahead.step_us, on_demand.step_us - 5);
+}
+
+TEST(TimingSim, TheRingBoundsThePrefetch) {
+  // Twice the ring's bytes: only a ring's worth lands during the wait, the rest streams at the
+  // producer's rate.
+  SimConstants c = clean_constants();
+  c.per_sm_gbs = 100;
+  c.copy_latency_us = 2;
+  const int64_t ring = 5 * 32768, bytes = 2 * ring;
+  const double fetch_rate = 32768.0 / c.copy_latency_us;
+  const SimResult r = run(prefetch_program(1, bytes), c);
+  const double busy = double(r.stamps[1].op_end - r.stamps[1].op_begin) / 1e3;
+  // The consumer eats the ring at 100 GB/s while the producer refills at 16.4: after that it
+  // trails the producer. Total = (bytes - ring) / fetch_rate once the ring has drained.
+  const double drain = double(ring) / (c.per_sm_gbs * 1e3 - fetch_rate);
+  const double expected = drain + (double(bytes - ring) - fetch_rate * drain) / fetch_rate + c.task_fixed_us;
+  EXPECT_NEAR(busy, expected, 5e-3);
+}
+
+TEST(TimingSim, TwoStepsStartTheRootsAfterThePreviousSink) {
+  // Without a sink the steps are independent: a second step costs the same as the first.
+  Program p;
+  gemv(p, 0, 1 << 20);
+  const SimConstants c = clean_constants();
+  EXPECT_NEAR(run(p, c, 2).step_us, run(p, c, 1).step_us, 1e-6);
+}
+
+TEST(TimingSim, RejectsWhatItCannotSimulate) {
+  Program p;
+  Task& t = gemv(p, 0, 1024);
+  t.sm.reset();
+  EXPECT_THROW(run(p, clean_constants()), std::invalid_argument);
+  Program q;
+  const int64_t never = q.new_counter();
+  other(q, 0, 0, {Wait{never, 1}});
+  try {
+    run(q, clean_constants());
+    FAIL() << "a wait nothing signals must be refused";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot all be met"), std::string::npos) << e.what();
+  }
+  Program ok;
+  gemv(ok, 0, 1024);
+  SimConstants bad = clean_constants();
+  bad.per_sm_gbs = 0;
+  EXPECT_THROW(run(ok, bad), std::invalid_argument);
+  bad = clean_constants();
+  bad.hop_us = NAN;
+  EXPECT_THROW(run(ok, bad), std::invalid_argument);
+}
+
+// ---- lowered programs ----
+
+ModelConfig preset(const char* name) { return parse_model_config(model_preset_config(name, "bfloat16"), name); }
+
+double predict(const ModelConfig& m, const ScheduleConfig& config, int64_t context = 512) {
+  const Program p = lower(m, config, h100(), context, DType::BF16);
+  return simulate_step(p, h100(), constants_for(h100())).step_us;
+}
+
+TEST(TimingSim, LoweredStepIsAboveTheFloorAndStampsEveryTask) {
+  const ModelConfig m = preset("smollm2-135m");
+  const Program p = lower(m, default_schedule_config(m, h100(), 512), h100(), 512, DType::BF16);
+  const SimConstants c = constants_for(h100());
+  const SimResult r = simulate_step(p, h100(), c);
+  ASSERT_EQ(r.stamps.size(), p.tasks.size());
+  for (size_t i = 0; i < r.stamps.size(); ++i) {
+    ASSERT_GT(r.stamps[i].op_end, 0u) << p.tasks[i].label;
+    ASSERT_LE(r.stamps[i].wait_begin, r.stamps[i].op_begin) << p.tasks[i].label;
+    ASSERT_LE(r.stamps[i].op_begin, r.stamps[i].op_end) << p.tasks[i].label;
+  }
+  const double floor_us = double(p.total_weight_bytes()) / (c.ceiling_gbs * 1e3);
+  EXPECT_GT(r.step_us, 0.9 * floor_us);
+  EXPECT_LT(r.step_us, 20 * floor_us);
+}
+
+TEST(TimingSim, EveryKnobTheSearchVariesMovesThePrediction) {
+  // llama-3.2-1b: large enough tiles that the stream's knobs matter.
+  const ModelConfig m = preset("llama-3.2-1b");
+  const ScheduleConfig base = default_schedule_config(m, h100(), 512);
+  const double b = predict(m, base);
+  // `at_least`: the relative change it must make (pipelining depth only shifts when a tile's
+  // rows land, a small effect once the ring is the limit).
+  auto moved = [&](const char* what, ScheduleConfig c, double at_least = 1e-3) {
+    const double v = predict(m, c);
+    EXPECT_GT(std::abs(v / b - 1), at_least) << what << ": " << v << " vs " << b;
+  };
+  auto with_tile = [&](const std::string& archetype, const std::string& key, int64_t factor) {
+    ScheduleConfig c = base;
+    bool found = false;
+    for (auto& [name, sizes] : c.tiling)
+      if (name == archetype)
+        for (auto& [k, v] : sizes)
+          if (k == key) {
+            v *= factor;
+            found = true;
+          }
+    EXPECT_TRUE(found) << archetype << "." << key << " is not in the derived config";
+    return c;
+  };
+  moved("q_proj N_tile", with_tile("q_proj", "N_tile", 2));
+  moved("gate_proj N_tile", with_tile("gate_proj", "N_tile", 2));
+  moved("down_proj N_tile", with_tile("down_proj", "N_tile", 2));
+  moved("lm_head N_tile", with_tile("lm_head", "N_tile", 4));
+  moved("kv_block", with_tile("attention", "kv_block", 4));
+  moved("sample_argmax N_tile", with_tile("sample_argmax", "N_tile", 8), 1e-4);
+  ScheduleConfig c = base;
+  c.stream_bytes_in_flight = 4 * 32768;
+  moved("stream_bytes_in_flight", c);
+  c = base;
+  c.stream_chunk_bytes = 16384;
+  moved("stream_chunk_bytes", c);
+  c = base;
+  c.pipelining_depth = 0;
+  moved("pipelining_depth", c, 1e-5);
+  c = base;
+  c.sm_assignment = std::string("load_balance");
+  moved("sm_assignment", c);
+  c = base;
+  c.fusion_grouping.clear();
+  moved("fusion_grouping", c);
+}
+
+TEST(TimingSim, AttentionCostGrowsWithThePosition) {
+  const ModelConfig m = preset("smollm2-135m");
+  const Program p = lower(m, default_schedule_config(m, h100(), 512), h100(), 512, DType::BF16);
+  const SimConstants c = constants_for(h100());
+  EXPECT_LT(simulate_step(p, h100(), c, SimOptions{0, 2}).step_us,
+            simulate_step(p, h100(), c, SimOptions{511, 2}).step_us);
+}
+
+TEST(TimingSim, UnfittedTargetsScaleTheH100sRatesByBandwidthPerSm) {
+  const GpuTarget& b200 = *find_target("b200");
+  const SimConstants h = constants_for(h100()), b = constants_for(b200);
+  const double bw = b200.measured_bw_gbs > 0 ? b200.measured_bw_gbs : b200.hbm_bandwidth_gbs;
+  EXPECT_EQ(b.target, "b200");
+  EXPECT_DOUBLE_EQ(b.ceiling_gbs, bw);
+  const double scale = bw / double(b200.num_sms) / (3090.0 / 132.0);
+  EXPECT_NEAR(b.per_sm_gbs, h.per_sm_gbs * scale, 1e-9);
+  EXPECT_DOUBLE_EQ(b.hop_us, h.hop_us);
+}
+
+}  // namespace
+}  // namespace amk::sim
