@@ -10,7 +10,9 @@
 # read back from `amk compile --max-context 512` of the checkpoint, so pass `-- --context 512`;
 # "derived" must then be the first variant), e.g.
 # stream_bytes_in_flight=65536,stream_chunk_bytes=16384 or tiling.attention.kv_block=128. The checkpoint is generated
-# once into /tmp/amk-sweep-NAME and reused. Logs and JSON go to $OUT (or ./gpu-sweep-out).
+# once into /tmp/amk-sweep-NAME and reused. Logs, JSON and each variant's config (cfg-NAME-I.json)
+# go to $OUT (or ./gpu-sweep-out); "%i" in the arguments after "--" becomes the variant's index
+# (e.g. -- --profile-tsv "$OUT/prof-NAME-%i.tsv").
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
@@ -64,12 +66,14 @@ if variant not in ("base", "derived"):
 json.dump(c, open(dst, "w"), indent=1)
 EOF
   echo "== $preset [$v]"
+  cp "$cfg" "$out/cfg-$preset-$i.json" 2>/dev/null  # the variant's config, beside its JSON
+  args=("${extra[@]/\%i/$i}")  # %i in the extra arguments: the variant's index
   p=()
   ((i == 0)) && p=("${peer[@]}")
   cfgopt=(--config "$cfg"); [[ $v == derived ]] && cfgopt=()
   timeout 300 "$amk" bench --preset "$preset" --preset-dir "/tmp/amk-sweep-$preset" "${cfgopt[@]}" \
     --json "$out/sweep-$preset-$i.json" --results "$out/results.tsv" --tag "sweep $v" "${p[@]}" \
-    "${extra[@]}" >"$cfgdir/log$i" 2>&1
+    "${args[@]}" >"$cfgdir/log$i" 2>&1
   rc=$?
   tail -n 4 "$cfgdir/log$i"
   row=$(python3 - "$out/sweep-$preset-$i.json" "$v" "$rc" <<'EOF'
