@@ -33,5 +33,11 @@ void add_generate_command(CLI::App& app, Action& action);
 void add_chat_command(CLI::App& app, Action& action);
 void add_perplexity_command(CLI::App& app, Action& action);
 void add_serve_command(CLI::App& app, Action& action);
+void add_eval_command(CLI::App& app, Action& action);
+void add_eval_worker_command(CLI::App& app, Action& action);
+void add_propose_command(CLI::App& app, Action& action);
+void add_loop_command(CLI::App& app, Action& action);
+void add_autoresearch_command(CLI::App& app, Action& action);
+void add_campaign_command(CLI::App& app, Action& action);
 
 }  // namespace amk::cli
