@@ -85,6 +85,11 @@ class Evaluator {
   // Never throws for a bad config: every failure is a verdict.
   Verdict evaluate(const ScheduleConfig& config, const EvalFaults& faults = {});
 
+  // Computes the reference logits now (the plain lowering on the reference VM: minutes for an
+  // 8B model on cuda), so the first evaluate() costs what every other one does. The worker calls
+  // it before it says ready, outside the per-evaluation watchdog. Throws DecodeError.
+  void prepare_reference();
+
   // The stamps of the last PASS evaluation (simulated or profiled; empty otherwise) and its
   // program, for the per-level table.
   const std::vector<TaskStamps>& last_stamps() const { return last_stamps_; }

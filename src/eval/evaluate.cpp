@@ -121,6 +121,11 @@ ScheduleConfig Evaluator::default_config() const {
   return default_schedule_config(checkpoint_.config(), target_, options_.max_context);
 }
 
+void Evaluator::prepare_reference() {
+  for (size_t i = 0; i < options_.check_positions.size(); ++i)
+    (void)reference_logits(i, options_.device == EvalDevice::Cuda);
+}
+
 // The plain lowering's logits at check position `index`, computed once (the whole model for the
 // GPU check, the checked depth for the data mode; never both in one Evaluator).
 const std::vector<float>& Evaluator::reference_logits(size_t index, bool full_depth) {

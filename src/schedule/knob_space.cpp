@@ -260,14 +260,20 @@ std::vector<std::string> knob_range_problems(const ScheduleConfig& config,
           problems.push_back(fmt::format(
               "sm_assignment '{}' is unknown ({}, or a {{task_id: sm}} map)", *s, k.range));
     } else if (k.kind == KnobKind::GroupSet) {
+      // One message naming every group the space does not know, and the ones it does.
+      const auto spell = [](const std::vector<std::string>& g) {
+        std::string names;
+        for (const auto& n : g) names += (names.empty() ? "" : ", ") + n;
+        return "[" + names + "]";
+      };
+      std::string unknown, known;
       for (const auto& g : config.fusion_grouping)
         if (std::find(k.choices.begin(), k.choices.end(), spell_group(g)) == k.choices.end())
-        {
-          std::string names;
-          for (const auto& n : g) names += (names.empty() ? "" : ", ") + n;
-          problems.push_back(
-              fmt::format("fusion_grouping cannot fuse [{}] (known groups: {})", names, k.range));
-        }
+          unknown += (unknown.empty() ? "" : ", ") + spell(g);
+      for (const auto& c : k.choices) known += (known.empty() ? "" : ", ") + spell(parse_group(c));
+      if (!unknown.empty())
+        problems.push_back(
+            fmt::format("fusion_grouping cannot fuse {} (known groups: {})", unknown, known));
     }
   }
   // Tiling: every archetype and key must be a Tile knob of the space, with a value in range.

@@ -102,6 +102,7 @@ int run_eval_worker(const std::string& setup_json, std::istream& in, std::ostrea
     if (!s.weights.empty()) s.options.weight_dtype = weights_dtype(s.weights);
     evaluator = std::make_unique<eval::Evaluator>(Checkpoint::open(s.model_path), s.model_name,
                                                   *target, s.options);
+    evaluator->prepare_reference();
   } catch (const std::exception& e) {
     out << nlohmann::json({{"error", e.what()}}).dump() << std::endl;
     return 2;
