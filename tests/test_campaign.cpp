@@ -13,6 +13,12 @@
 #include <string>
 #include <vector>
 
+#include <dirent.h>
+#include <sys/wait.h>
+
+#include "amk/eval_worker.h"
+#include "amk/lowering.h"
+#include "amk/model_config.h"
 #include "amk/results_tsv.h"
 #include "support/amk_command.h"
 #include "support/tiny_model.h"
@@ -158,6 +164,78 @@ TEST(Autoresearch, AFailedBaselineIsLoggedAndTheFirstPassIsKept) {
       EXPECT_NE(row.description.find("first PASS"), std::string::npos) << row.description;
       break;
     }
+}
+
+TEST(Autoresearch, ARowWrittenBeforeALostCheckpointKeepsItsId) {
+  Workdir w("amk_test_autoresearch_lost_");
+  const std::string cmd = "autoresearch " + model() + " --gpu h100 --device sim --workdir " +
+                          shell_quote(w.path.string()) + " --iters ";
+  ASSERT_EQ(run_amk(cmd + "5").exit_code, 0);
+  // As if the process died after appending rows 4 and 5 but before checkpointing them.
+  std::ifstream in(w.path / "state.json");
+  nlohmann::ordered_json state = nlohmann::ordered_json::parse(in);
+  in.close();
+  state["next_experiment"] = 4;
+  std::ofstream(w.path / "state.json") << state.dump(2);
+  const auto r = run_amk(cmd + "7");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("continuing at 6"), std::string::npos) << r.out;
+  expect_honest_rows(w.path / "results.tsv", 7);
+}
+
+TEST(Autoresearch, AMinutesBudgetStopsTheCampaign) {
+  Workdir w("amk_test_autoresearch_minutes_");
+  const auto r = run_amk("autoresearch " + model() + " --gpu h100 --device sim --minutes 0.01 "
+                         "--json --workdir " + shell_quote(w.path.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_GE(j["experiments"].get<int>(), 1);
+  EXPECT_GE(j["elapsed_s"].get<double>(), 0.6);
+  // The time budget is spent, so the orchestrator says STOP and why.
+  EXPECT_EQ(j["next"]["decision"], "STOP");
+  EXPECT_NE(j["next"]["reasons"].dump().find("time budget"), std::string::npos) << j.dump();
+}
+
+size_t open_fds() {
+  size_t n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (readdir(d) != nullptr) ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+// The parent's side of the worker in process: a hang is a TIMEOUT, a crash a CRASH, the next
+// request a fresh worker, and nothing is left behind (no child, no descriptor).
+TEST(EvalWorker, SurvivesAHangAndACrashWithoutLeaks) {
+  const size_t fds_before = open_fds();
+  const fs::path log = fs::temp_directory_path() / ("amk_test_worker_" + std::to_string(getpid()));
+  {
+    amk::search::WorkerSetup setup;
+    setup.model_path = amk::testing::tiny_model_dir().string();
+    setup.model_name = "tiny";
+    setup.gpu = "h100";
+    amk::search::EvalWorker worker(AMK_BINARY, setup, log, /*watchdog_s=*/2);
+    const amk::ModelConfig m = amk::Checkpoint::open(setup.model_path).config();
+    const amk::ScheduleConfig c = amk::default_schedule_config(m, *amk::find_target("h100"), 512);
+    setenv("AMK_TEST_INJECT", "hang@1,crash@2", 1);
+    EXPECT_EQ(worker.evaluate(c, 1).correctness, amk::eval::Correctness::TIMEOUT);
+    const auto crash = worker.evaluate(c, 2);
+    EXPECT_EQ(crash.correctness, amk::eval::Correctness::CRASH);
+    EXPECT_NE(crash.details.find("signal 6"), std::string::npos) << crash.details;
+    const auto ok = worker.evaluate(c, 3);
+    unsetenv("AMK_TEST_INJECT");
+    EXPECT_EQ(ok.correctness, amk::eval::Correctness::PASS) << ok.details;
+    EXPECT_EQ(worker.starts(), 3);
+    // A worker that cannot start is the caller's error, not a verdict.
+    setup.model_path = "/nonexistent";
+    amk::search::EvalWorker broken(AMK_BINARY, setup, log, 2);
+    EXPECT_THROW(broken.evaluate(c, 1), amk::eval::EvalSetupError);
+  }
+  EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1);  // every child reaped
+  EXPECT_EQ(errno, ECHILD);
+  EXPECT_EQ(open_fds(), fds_before);
+  fs::remove(log);
 }
 
 TEST(Loop, ChangesOneKnobPerExperimentAndStopsAtTheBudget) {

@@ -176,7 +176,10 @@ CampaignSummary run_campaign(const CampaignOptions& o, std::ostream& log) {
   // A row written just before a kill (the state not yet saved) still owns its id.
   if (fs::exists(out.results)) {
     int64_t last = 0;
-    for (const auto& r : eval::read_results(out.results)) last = std::max(last, r.experiment);
+    for (const auto& r : eval::read_results(out.results)) {
+      last = std::max(last, r.experiment);
+      s.tried.insert(r.schedule_id);  // never evaluated twice, checkpointed or not
+    }
     if (last >= s.next_experiment) {
       log << fmt::format("note: results.tsv has experiment {}; continuing at {}\n", last, last + 1);
       s.next_experiment = last + 1;
