@@ -35,8 +35,13 @@
 #include "amk/model_config.h"
 #include "amk/model_presets.h"
 #include "amk/random_checkpoint.h"
+#include "amk/gpu_measure.h"
+#include "amk/logit_check.h"
+#include "amk/results_tsv.h"
+#include "amk/schedule_config_io.h"
 #include "amk/step_trace.h"
-#include "amk/traffic.h"
+#include "amk/torch_peer.h"
+#include "amk/weight_traffic.h"
 #include "cli/commands.h"
 #include "cli/input_files.h"
 #include "cli/model_args.h"
@@ -49,13 +54,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-// Logits agree when the largest error is this small relative to the largest reference logit
-// (BF16 weights, F32 accumulation in a different order than the reference's double sums) ...
-constexpr double kLogitTolerance = 1e-2;
-// ... and the argmax must match wherever the reference's top-1 leads its top-2 by more than this
-// (relative to max|ref|): a near-tie may legitimately flip under reordered sums.
-constexpr double kArgmaxMargin = 2e-2;
 
 struct BenchOptions {
   std::string model_dir, preset, preset_dir, gpu = "auto", config, weights, json_path;
@@ -93,13 +91,6 @@ struct ModelFolder {
 // Written last into a generated preset folder: a folder without it is a half-written one (an
 // interrupted run) and is generated again rather than trusted.
 constexpr const char* kCompleteMarker = ".amk_bench_complete";
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // A small regular file's text, "" when it is absent or not one (a FIFO would block).
 std::string read_small_text(const fs::path& path) {
@@ -153,176 +144,10 @@ bool prepare_preset(const BenchOptions& opt, ModelFolder& folder) {
   return true;
 }
 
-// ---- correctness ----------------------------------------------------------------------------
-
-struct StepCheck {
-  int64_t position = 0, token = 0;
-  double relative_error = 0;  // max|gpu - ref| / max|ref|
-  int64_t ref_argmax = -1, gpu_argmax = -1;
-  bool argmax_decisive = false;  // the reference's top-1 / top-2 gap exceeds the margin
-  bool pass = false;
-};
-
-int64_t argmax_of(const std::vector<float>& v) {
-  return std::max_element(v.begin(), v.end()) - v.begin();
-}
-
-StepCheck compare_logits(const std::vector<float>& ref, const std::vector<float>& gpu) {
-  StepCheck c;
-  if (ref.empty() || ref.size() != gpu.size()) return c;
-  double max_ref = 0, max_err = 0;
-  bool finite = true;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    max_ref = std::max(max_ref, std::abs(double(ref[i])));
-    const double err = std::abs(double(gpu[i]) - double(ref[i]));
-    if (!std::isfinite(double(gpu[i])) || !std::isfinite(double(ref[i]))) finite = false;
-    max_err = std::max(max_err, err);
-  }
-  c.relative_error = max_ref > 0 ? max_err / max_ref : max_err;
-  c.ref_argmax = argmax_of(ref);
-  c.gpu_argmax = argmax_of(gpu);
-  double second = -INFINITY;
-  for (size_t i = 0; i < ref.size(); ++i)
-    if (int64_t(i) != c.ref_argmax) second = std::max(second, double(ref[i]));
-  c.argmax_decisive = double(ref[size_t(c.ref_argmax)]) - second > kArgmaxMargin * max_ref;
-  c.pass = finite && c.relative_error <= kLogitTolerance &&
-           (!c.argmax_decisive || c.gpu_argmax == c.ref_argmax);
-  return c;
-}
-
-// A fixed prompt, spread over the vocabulary so different embedding rows are exercised.
-std::vector<int64_t> check_prompt(int n, int64_t vocab) {
-  std::vector<int64_t> prompt;
-  for (int i = 0; i < n; ++i) prompt.push_back((1 + int64_t{7919} * i) % vocab);
-  return prompt;
-}
-
-// ---- the peer -------------------------------------------------------------------------------
-
-struct PeerResult {
-  bool ran = false;
-  double us_per_token = 0;
-  std::string error;
-  nlohmann::json report;
-};
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-// The default peer: the gpt-fast-style step (fused q/k/v and gate/up, SDPA over a static cache,
-// torch.compile + one CUDA graph per step). bench/peers/torch_llama.py is the weak legacy one.
-constexpr const char* kDefaultPeerScript = "torch_gptfast.py";
-
-// The script named by --peer-script, else bench/peers/torch_gptfast.py under $AMK_SOURCE_DIR,
-// the current directory, or the source tree above this binary (build dirs sit in the repo root).
-std::optional<fs::path> find_peer_script(const BenchOptions& opt) {
-  if (!opt.peer_script.empty()) return fs::path(opt.peer_script);
-  const fs::path rel = fs::path("bench") / "peers" / kDefaultPeerScript;
-  std::vector<fs::path> roots;
-  if (const char* src = std::getenv("AMK_SOURCE_DIR")) roots.emplace_back(src);
-  roots.push_back(fs::current_path());
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec)
-    for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path();
-         dir = dir.parent_path())
-      roots.push_back(dir);
-  for (const fs::path& r : roots)
-    if (fs::exists(r / rel)) return r / rel;
-  return std::nullopt;
-}
-
-PeerResult run_peer(const BenchOptions& opt, const fs::path& model_dir, int tokens) {
-  PeerResult r;
-  const auto script = find_peer_script(opt);
-  if (!script) {
-    r.error = fmt::format("bench/peers/{} not found (set AMK_SOURCE_DIR or --peer-script)",
-                          kDefaultPeerScript);
-    return r;
-  }
-  const fs::path out =
-      fs::temp_directory_path() / fmt::format("amk_bench_peer_{}.json", getpid());
-  const std::string cmd = fmt::format(
-      "{} {} --model-dir {} --tokens {} --warmup {} --json {}", opt.python,
-      shell_quote(script->string()), shell_quote(model_dir.string()), tokens,
-      std::max(opt.warmup, 1), shell_quote(out.string()));
-  std::cout << "peer      " << cmd << "\n" << std::flush;
-  const int status = std::system(cmd.c_str());
-  const int code = status == -1 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  if (code != 0) {
-    r.error = fmt::format("the peer exited with status {}", code);
-    return r;
-  }
-  try {
-    r.report = nlohmann::json::parse(read_text(out));
-    r.us_per_token = r.report.at("ms_per_token").get<double>() * 1e3;
-    r.ran = r.us_per_token > 0;
-    if (!r.ran) r.error = "the peer reported no time";
-  } catch (const std::exception& e) {
-    r.error = std::string("cannot read the peer's JSON: ") + e.what();
-  }
-  std::error_code ignored;
-  fs::remove(out, ignored);
-  return r;
-}
-
 // ---- reporting ------------------------------------------------------------------------------
 
-double median(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// FNV-1a of the ScheduleConfig's canonical JSON: the schedule_or_kernel_id of the row.
-std::string config_id(const ScheduleConfig& config) {
-  return fmt::format("sched-{:016x}", fnv1a64(config_to_json(config)));
-}
-
-constexpr const char* kResultsHeader =
-    "experiment\ttag\tloop\tmodel\tgpu\tregime\tkept\tcorrectness\tlatency_us\t"
-    "pct_of_roofline\tschedule_or_kernel_id\tdescription";
-
-struct ResultsRow {
-  std::string tag, model, gpu, correctness, schedule_id, description;
-  std::optional<double> latency_us, pct_of_roofline;
-};
-
-std::string no_tabs(std::string s) {
-  std::replace(s.begin(), s.end(), '\t', ' ');
-  std::replace(s.begin(), s.end(), '\n', ' ');
-  return s;
-}
-
-// Appends one PROGRAM.md §6 row; the header first when the file is new or empty. The experiment
-// id counts on from the rows already there.
-bool append_results_row(const fs::path& path, const ResultsRow& row) {
-  int64_t rows = 0;
-  bool has_header = false;
-  {
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty()) continue;
-      if (line.rfind("experiment\t", 0) == 0) has_header = true;
-      else ++rows;
-    }
-  }
-  std::ofstream out(path, std::ios::app);
-  if (!has_header) out << kResultsHeader << "\n";
-  // Never a latency without a PASS (§7): the caller's row has none then, and this enforces it.
-  const bool pass = row.correctness == "PASS";
-  out << rows + 1 << "\t" << no_tabs(row.tag) << "\t2\t" << no_tabs(row.model) << "\t"
-      << no_tabs(row.gpu) << "\tsingle-stream\tkeep\t" << row.correctness << "\t"
-      << (pass && row.latency_us ? fmt::format("{:.2f}", *row.latency_us) : "") << "\t"
-      << (pass && row.pct_of_roofline ? fmt::format("{:.1f}", *row.pct_of_roofline) : "") << "\t"
-      << row.schedule_id << "\t" << no_tabs(row.description) << "\n";
-  return bool(out);
-}
+// The schedule_or_kernel_id of the row: the config's content hash (amk/schedule_config_io.h).
+std::string config_id(const ScheduleConfig& config) { return schedule_id(config); }
 
 std::string params_text(int64_t n) {
   if (n >= 1'000'000'000) return fmt::format("{:.2f} B", double(n) / 1e9);
@@ -331,11 +156,6 @@ std::string params_text(int64_t n) {
 }
 
 // ---- the command ----------------------------------------------------------------------------
-
-struct Measurement {
-  std::vector<double> us_per_token;  // one per timed launch
-  int64_t tokens = 0;
-};
 
 int fail_usage(const std::string& why) {
   std::cerr << "amk: bench: " << why << "\n";
@@ -428,7 +248,7 @@ int run_bench(const BenchOptions& opt) {
 
   // (2) + (3) The floor: the bytes a step must move over the measured read ceiling.
   const int64_t mean_position = int64_t(warm_launches) * tpl + int64_t(timed_launches) * tpl / 2;
-  const TrafficEstimate traffic = estimate_traffic(program, mean_position);
+  const eval::TrafficEstimate traffic = eval::estimate_traffic(program, mean_position);
   double ceiling_gbs = 0;
   try {
     ceiling_gbs = cuda_stream_read_gbs();
@@ -464,7 +284,7 @@ int run_bench(const BenchOptions& opt) {
       double(traffic.weight_bytes) / 1e6, double(traffic.kv_bytes) / 1e6, mean_position,
       ceiling_gbs, floor_us, floor_kv_us);
 
-  ResultsRow row;
+  eval::ResultsRow row;
   row.tag = opt.tag.empty() ? fmt::format("bench-{}-{}", model_name, target->name) : opt.tag;
   row.model = model_name;
   row.gpu = target->name;
@@ -497,86 +317,62 @@ int run_bench(const BenchOptions& opt) {
     report["check"] = correctness;
     report["error"] = why;
     write_json();
-    if (!append_results_row(opt.results, row))
-      std::cerr << "amk: bench: cannot append to '" << opt.results << "'\n";
+    if (std::string why; !eval::append_results_row(opt.results, row, &why))
+      std::cerr << "amk: bench: " << why << "\n";
   };
   const auto status_label = [](CudaStatus s) {
     return s == CudaStatus::Timeout ? "TIMEOUT" : s == CudaStatus::Rejected ? "REJECTED" : "CRASH";
   };
 
-  // (4) Correctness first: the same program on the CPU reference and on the GPU.
-  Measurement m;
-  PeerResult peer;
-  std::vector<StepCheck> checks;
+  // (4) Correctness first: the same program on the CPU reference and on the GPU, then (5) the
+  // timed launches; both in amk/gpu_measure.h, the path `amk eval --device cuda` takes too.
+  eval::GpuRun m;
+  eval::PeerResult peer;
   std::string trace_table;  // --trace: printed after the results
   try {
-    CudaVmOptions vm_options;
-    vm_options.weight_ring = !opt.no_weight_ring;
-    CudaDecoder cuda(in->checkpoint, program, vm_options);
-    cuda.tokens_per_launch = tpl;
-    {
-      const auto start = Clock::now();
-      ReferenceDecoder reference(in->checkpoint, program);
-      reference.step_timeout_s = 1800;  // llama-3.1-8b: ~2 minutes a step on 16 cores
-      const std::vector<int64_t> prompt = check_prompt(int(positions.size()), cuda.vocab_size());
-      for (size_t i = 0; i < positions.size(); ++i) {
-        const int64_t position = positions[i], token = prompt[i];
-        if (position != reference.position()) {  // the same seeded cache on both sides
-          reference.seek(position, uint64_t(position) + 1);
-          cuda.seek(position, uint64_t(position) + 1);
-        }
-        StepCheck c = compare_logits(reference.step(token), cuda.step(token));
-        c.position = position;
-        c.token = token;
-        checks.push_back(c);
-        std::cout << fmt::format(
-            "check     position {} token {}: max|gpu - ref| / max|ref| = {:.2e}, argmax {} vs {}{}"
-            ": {}\n",
-            c.position, c.token, c.relative_error, c.gpu_argmax, c.ref_argmax,
-            c.argmax_decisive ? "" : " (near-tie, not compared)", c.pass ? "ok" : "MISMATCH");
-      }
-      std::cout << fmt::format("check     {} steps on the CPU reference in {:.1f} s\n",
-                               checks.size(),
-                               std::chrono::duration<double>(Clock::now() - start).count());
-    }
+    eval::GpuRunOptions g;
+    g.check_positions = positions;
+    g.tokens_per_launch = tpl;
+    g.warm_launches = warm_launches;
+    g.timed_launches = timed_launches;
+    g.vm.weight_ring = !opt.no_weight_ring;
+    g.profile_steps = opt.profile || !opt.trace.empty() ? std::min(tpl, 8) : 0;
+    // The reference decodes the same program; it is dropped after the last check position, so
+    // its memory is free again before the timed launches.
+    auto reference = std::make_shared<std::unique_ptr<ReferenceDecoder>>();
+    const int64_t last_position = positions.back();
+    m = eval::check_and_time_on_gpu(
+        in->checkpoint, program, g,
+        [&, reference](int64_t position, int64_t token) {
+          if (!*reference) {
+            *reference = std::make_unique<ReferenceDecoder>(in->checkpoint, program);
+            (*reference)->step_timeout_s = 1800;  // llama-3.1-8b: ~2 minutes a step on 16 cores
+          }
+          ReferenceDecoder& r = **reference;
+          if (position != r.position()) r.seek(position, uint64_t(position) + 1);
+          std::vector<float> logits = r.step(token);
+          if (position == last_position) reference->reset();
+          return logits;
+        },
+        std::cout);
     nlohmann::json steps = nlohmann::json::array();
-    for (const StepCheck& c : checks)
+    for (const eval::StepCheck& c : m.checks)
       steps.push_back({{"position", c.position}, {"token", c.token},
                        {"relative_error", c.relative_error}, {"ref_argmax", c.ref_argmax},
-                       {"gpu_argmax", c.gpu_argmax}, {"argmax_compared", c.argmax_decisive},
+                       {"gpu_argmax", c.our_argmax}, {"argmax_compared", c.argmax_decisive},
                        {"pass", c.pass}});
     report["check_steps"] = steps;
-    const bool pass = std::all_of(checks.begin(), checks.end(), [](const StepCheck& c) { return c.pass; });
-    if (!pass) {
+    if (!m.pass) {
       std::cout << "FAIL\n";
       log_failure("FAIL", fmt::format("CUDA logits differ from the CPU reference beyond {:g} "
                                       "(or a decisive argmax differs); no latency reported",
-                                      kLogitTolerance));
+                                      eval::kGpuLogitTolerance));
       return kExitFailed;
     }
-
-    // (5) Timing: whole launches of greedy steps with no host round trip inside a launch.
-    cuda.reset();
-    int64_t token = check_prompt(1, cuda.vocab_size())[0];
-    for (int launch = 0; launch < warm_launches + timed_launches; ++launch) {
-      const auto start = Clock::now();
-      const std::vector<int32_t> out = cuda.generate_on_device(token, tpl);
-      const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-      if (out.size() != size_t(tpl))
-        throw DecodeError(fmt::format("a launch of {} steps returned {} tokens", tpl, out.size()));
-      token = out.back();
-      if (launch >= warm_launches) {
-        m.us_per_token.push_back(us / tpl);
-        m.tokens += tpl;
-      }
-    }
-    // Where the time goes: one more launch with per-task stamps (not part of the timing).
-    if (opt.profile || !opt.trace.empty()) {
-      cuda.vm().set_profiling(true);
-      cuda.generate_on_device(token, std::min(tpl, 8));
-      const std::vector<CudaVM::TaskTiming> timing = cuda.vm().last_profile();
+    // Where the time goes: the profiled launch after the timing (not part of it).
+    if (!m.profile.empty()) {
+      const std::vector<CudaVM::TaskTiming>& timing = m.profile;
       const std::string text = profile_report(program, timing);
-      cuda.vm().set_profiling(false);
       if (!opt.profile_tsv.empty()) {
         std::ofstream f(opt.profile_tsv);
         f << profile_tsv(program, timing);
@@ -603,7 +399,7 @@ int run_bench(const BenchOptions& opt) {
     return kExitFailed;
   }
 
-  const double median_us = median(m.us_per_token);
+  const double median_us = eval::median(m.us_per_token);
   const double pct_floor = floor_us / median_us * 100;
   // PROGRAM.md §6's column: the spec-sheet floor of all weight bytes (the embedding included).
   const double pct_roofline =
@@ -626,7 +422,7 @@ int run_bench(const BenchOptions& opt) {
         peer.error = std::string("cannot write the GGUF's weights as an HF folder: ") + e.what();
       }
     }
-    if (peer.error.empty()) peer = run_peer(opt, peer_path, int(m.tokens));
+    if (peer.error.empty()) peer = eval::run_peer({opt.peer_script, opt.python, opt.warmup}, peer_path, int(m.tokens), std::cout);
     if (!peer.ran) std::cerr << "amk: bench: peer failed: " << peer.error << "\n";
   }
   const double speedup = peer.ran ? peer.us_per_token / median_us : NAN;
@@ -678,8 +474,8 @@ int run_bench(const BenchOptions& opt) {
       peer.ran ? fmt::format("; torch peer {:.1f} us/token, speed-up {:.2f}x", peer.us_per_token,
                              speedup)
                : "");
-  if (!append_results_row(opt.results, row))
-    std::cerr << "amk: bench: cannot append to '" << opt.results << "'\n";
+  if (std::string why; !eval::append_results_row(opt.results, row, &why))
+    std::cerr << "amk: bench: " << why << "\n";
   return kExitOk;
 }
 

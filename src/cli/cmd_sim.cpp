@@ -25,7 +25,7 @@
 #include "amk/sim_fit.h"
 #include "amk/step_trace.h"
 #include "amk/timing_sim.h"
-#include "amk/traffic.h"
+#include "amk/weight_traffic.h"
 #include "cli/commands.h"
 #include "cli/model_args.h"
 #include "cli/program_file.h"
@@ -158,7 +158,7 @@ int run_sim(const SimCommandOptions& opt) {
   for (const Buffer& b : program->buffers)
     if (b.kind == BufferKind::KV_CACHE && !b.shape.empty()) context = std::max(context, b.shape[0]);
   const int64_t position = opt.position >= 0 ? opt.position : std::min<int64_t>(192, std::max<int64_t>(context - 1, 0));
-  const TrafficEstimate traffic = estimate_traffic(*program, position);
+  const eval::TrafficEstimate traffic = eval::estimate_traffic(*program, position);
   const double floor_us = double(traffic.weight_bytes) / (ceiling * 1e3);
   const std::optional<int64_t> layer =
       opt.trace_layer >= 0 ? std::optional<int64_t>(opt.trace_layer) : std::nullopt;

@@ -35,5 +35,11 @@ void add_perplexity_command(CLI::App& app, Action& action);
 void add_serve_command(CLI::App& app, Action& action);
 // amk sim, sim-fit, sim-score (the timing simulator).
 void add_sim_command(CLI::App& app, Action& action);
+void add_eval_command(CLI::App& app, Action& action);
+void add_eval_worker_command(CLI::App& app, Action& action);
+void add_propose_command(CLI::App& app, Action& action);
+void add_loop_command(CLI::App& app, Action& action);
+void add_autoresearch_command(CLI::App& app, Action& action);
+void add_campaign_command(CLI::App& app, Action& action);
 
 }  // namespace amk::cli

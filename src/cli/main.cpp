@@ -64,6 +64,12 @@ int main(int argc, char** argv) {
   amk::cli::add_perplexity_command(app, action);
   amk::cli::add_serve_command(app, action);
   amk::cli::add_sim_command(app, action);
+  amk::cli::add_eval_command(app, action);
+  amk::cli::add_propose_command(app, action);
+  amk::cli::add_loop_command(app, action);
+  amk::cli::add_autoresearch_command(app, action);
+  amk::cli::add_campaign_command(app, action);
+  amk::cli::add_eval_worker_command(app, action);
 
   // CLI11 reports a mistyped command only as "a subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {

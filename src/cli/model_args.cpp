@@ -14,6 +14,7 @@
 #include "amk/json.h"
 #include "amk/lowering.h"
 #include "amk/model_config.h"
+#include "amk/schedule_config_io.h"
 #include "amk/reference_vm.h"
 #include "amk/safetensors.h"
 #include "cli/commands.h"
@@ -42,37 +43,13 @@ std::optional<ScheduleConfig> load_schedule_config(const std::string& path) {
     std::cerr << "amk: cannot read config '" << path << "': " << why << "\n";
     return std::nullopt;
   }
-  // The text must be one JSON object on its own: spliced into a program below, "{}, \"x\": 1"
-  // would otherwise parse as something else.
-  if (!nlohmann::json::accept(*text)) {  // syntax only; the parse below just finds the message
-    std::string what = "a syntax error";
-    try {
-      const nlohmann::json::parser_callback_t no_dom = [](int, nlohmann::json::parse_event_t,
-                                                          nlohmann::json&) { return false; };
-      const nlohmann::json ignored = nlohmann::json::parse(*text, no_dom);
-    } catch (const nlohmann::json::parse_error& e) {
-      what = e.what();
-      if (const size_t at = what.find("] "); at != std::string::npos) what = what.substr(at + 2);
-    }
-    return invalid("not valid JSON: " + what);
-  }
-  const size_t first = text->find_first_not_of(" \t\r\n");
-  if (first == std::string::npos || (*text)[first] != '{')
-    return invalid("expected a JSON object ({} for the defaults)");
-  // The program loader owns the config's JSON decoding; a program holding only the config
-  // reuses it exactly.
-  const LoadResult r = program_from_json("{\"config\": " + *text + "\n}");
-  if (!r) return invalid(r.error);
-  if (r.program->tasks.size() + r.program->buffers.size() + r.program->counters.size() > 0 ||
-      r.program->target || r.program->pages)
-    return invalid("expected one JSON object (a ScheduleConfig)");
-  // Unknown keys are a warning, as in programs: printed, and the rest of the config is used.
-  // The loader's note that {} reads as null is not one: {} is the defaults.
-  for (const std::string& w : r.warnings)
-    if (w.find("empty object read as null") == std::string::npos)
-      std::cerr << "amk: warning: config '" << path << "': "
-                << (w.starts_with("$.config") ? "$" + w.substr(8) : w) << "\n";
-  return r.program->config.value_or(ScheduleConfig{});
+  // Parsing and the knob ranges live in the library (amk/schedule_config_io.h), shared with the
+  // search; unknown keys are a warning, as in programs: printed, and the rest is used.
+  ConfigParse parsed = parse_schedule_config(*text);
+  if (!parsed.config) return invalid(parsed.error);
+  for (const std::string& w : parsed.warnings)
+    std::cerr << "amk: warning: config '" << path << "': " << w << "\n";
+  return std::move(*parsed.config);
 }
 
 std::optional<DType> checkpoint_weight_dtype(const Checkpoint& ck) {

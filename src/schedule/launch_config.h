@@ -1,5 +1,5 @@
-// The launch knobs of a ScheduleConfig (threads_per_block, smem_bytes_per_block,
-// pipelining_depth), checked against the target before anything is lowered.
+// The knobs of a ScheduleConfig checked against their ranges in the knob space
+// (amk/knob_space.h) and the target's caps, before anything is lowered.
 #pragma once
 
 #include "amk/ir.h"

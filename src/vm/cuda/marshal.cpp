@@ -2,6 +2,8 @@
 // memory is touched: what the megakernel receives is always something it has code for.
 #include "vm/cuda/marshal.h"
 
+#include "amk/knob_space.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -308,10 +310,11 @@ MegakernelLayout plan_layout(const Program& program, const IdMaps& ids,
                              const MarshalLimits& limits) {
   MegakernelLayout layout;
   const int64_t threads = program.config ? program.config->threads_per_block : 256;
-  if (threads % 32 != 0 || threads < 64 || threads > 992)
-    throw MarshalError(fmt::format("threads_per_block {} must be a multiple of 32 in [64, 992] "
+  // The knob space's range (amk/knob_space.h), the one the lowering checks too.
+  if (threads % 32 != 0 || threads < kMinThreadsPerBlock || threads > kMaxThreadsPerBlock)
+    throw MarshalError(fmt::format("threads_per_block {} must be a multiple of 32 in [{}, {}] "
                                    "(one more warp streams the weights)",
-                                   threads));
+                                   threads, kMinThreadsPerBlock, kMaxThreadsPerBlock));
   layout.consumer_threads = int(threads);
 
   int64_t budget = limits.smem_bytes_per_block_optin;

@@ -1,13 +1,11 @@
-#include "amk/traffic.h"
+#include "amk/weight_traffic.h"
 
 #include <algorithm>
 #include <vector>
 
-namespace amk {
+namespace amk::eval {
 
-// A weight read only by EMBED costs one row per token (the token's embedding); any other reader
-// (a GEMV, or an lm_head tied to the embedding) streams the whole tensor.
-TrafficEstimate estimate_traffic(const Program& p, int64_t position) {
+TrafficEstimate estimate_traffic(const Program& p, int64_t mean_position) {
   std::vector<bool> read_by_other(p.buffers.size(), false), read_by_embed(p.buffers.size(), false);
   for (const Task& t : p.tasks)
     for (int64_t in : t.inputs) {
@@ -22,11 +20,11 @@ TrafficEstimate estimate_traffic(const Program& p, int64_t position) {
                                                            : b.nbytes();
     } else if (b.kind == BufferKind::KV_CACHE && !b.shape.empty() && b.shape[0] > 0) {
       const int64_t row = b.numel() / b.shape[0];
-      const int64_t rows = std::min(position + 1, b.shape[0]);
+      const int64_t rows = std::min(mean_position + 1, b.shape[0]);
       e.kv_bytes += dtype_nbytes(b.dtype, row * rows);
     }
   }
   return e;
 }
 
-}  // namespace amk
+}  // namespace amk::eval
