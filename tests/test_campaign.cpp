@@ -135,7 +135,9 @@ TEST(Autoresearch, TwentyHonestRowsThenResumesToThirtySurvivingInjectedFailures)
   EXPECT_EQ(s["next_experiment"], 31);
   EXPECT_GE(s["worker_starts"].get<int>(), 4);  // the first, after the hang and both crashes
   EXPECT_GT(s["baseline_us"].get<double>(), 0);
-  EXPECT_GE(s["speedup"].get<double>(), 1.0);
+  // The simplicity tie-break keeps a simpler config within 1 % either way, so the incumbent may
+  // sit a little above the baseline.
+  EXPECT_GE(s["speedup"].get<double>(), 0.99);
   const auto next = run_amk("campaign next --json --workdir " + shell_quote(w.path.string()));
   ASSERT_EQ(next.exit_code, 0) << next.err;
   const auto n = nlohmann::json::parse(next.out);

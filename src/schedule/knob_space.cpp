@@ -122,7 +122,9 @@ std::vector<KnobSpec> make_space() {
                       "256", "consumer threads per persistent block", {128, 192, 256, 384, 512}));
   s.push_back(integer("smem_bytes_per_block", KnobEffect::Launch, 6, 0, kMaxParam, 1, true,
                       TargetCap::SmemOptin, "0 (the opt-in maximum) or [1, the target's opt-in cap]",
-                      "0", "dynamic shared memory per block (bounds the weight ring)",
+                      "the opt-in cap - 35840 (one ring stage short; 0 where the cap is under "
+                      "71680)",
+                      "dynamic shared memory per block (bounds the weight ring)",
                       {0, 65536, 131072, 196608}));
   s.push_back(integer("stream_chunk_bytes", KnobEffect::Launch, 6, 1024, (1 << 20) - 16, 16, true,
                       TargetCap::None, "0 (auto: 32 KiB) or a multiple of 16 in [1024, 1048560]",
