@@ -156,7 +156,8 @@ void check_races(const CheckInputs& in) {
     if (w.one_counter) {
       // Producers of one counter are never ordered among themselves; only disjointness helps.
       regions.clear();
-      for (int32_t t : ws) regions.push_back(write_region(p, p.tasks[static_cast<size_t>(t)]));
+      for (int32_t t : ws)
+        regions.push_back(write_region(p, p.tasks[static_cast<size_t>(t)], buf.id));
       w.overlap = find_overlap(regions);
       if (w.overlap) {
         w.culprits = {std::min(ws[w.overlap->first], ws[w.overlap->second]),
@@ -166,7 +167,8 @@ void check_races(const CheckInputs& in) {
       // Writers under several counters whose regions are pairwise disjoint (say the fused
       // attention's KV rows, one counter per head group) never conflict with each other.
       regions.clear();
-      for (int32_t t : ws) regions.push_back(write_region(p, p.tasks[static_cast<size_t>(t)]));
+      for (int32_t t : ws)
+        regions.push_back(write_region(p, p.tasks[static_cast<size_t>(t)], buf.id));
       if (!find_overlap(regions)) {
         w.disjoint = true;
         waw_of[bi] = static_cast<int32_t>(waws.size());
@@ -363,7 +365,8 @@ void check_races(const CheckInputs& in) {
         // accumulator chain costs O(1) a read, not O(chain)).
         const int32_t first = r.tasks == &groups.by_counter ? r.begin : 0;
         for (int32_t k = r.end - 1; k >= first && !whole_before; --k) {
-          regions.push_back(write_region(p, p.tasks[static_cast<size_t>((*r.tasks)[size_t(k)])]));
+          regions.push_back(write_region(p, p.tasks[static_cast<size_t>((*r.tasks)[size_t(k)])],
+                                         p.buffers[static_cast<size_t>(rc.buffer)].id));
           whole_before = regions.back().whole;
         }
       }

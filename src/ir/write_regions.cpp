@@ -33,7 +33,7 @@ int64_t end_of(int64_t off, int64_t len) {
 
 }  // namespace
 
-WriteRegion write_region(const Program& program, const Task& task) {
+WriteRegion write_region(const Program& program, const Task& task, int64_t buffer) {
   WriteRegion r;
   if (task.op == Op::KV_APPEND) {
     // A static append writes the cache rows [pos, pos + n), n = numel(new) / the cache's row
@@ -91,6 +91,8 @@ WriteRegion write_region(const Program& program, const Task& task) {
     return r;
   }
   if (task.op == Op::ROPE_KV_ATTENTION_TILE) {
+    // Its attention output (a block's partial, or the whole attention row) is written whole.
+    if (!task.outputs.empty() && buffer == task.outputs[0]) return r;
     // The fused attention writes (besides its own partial) the new row of its KV heads, and
     // only inside its window: rows [kv_start, kv_start + kv_len) (the step's position is one of
     // them or none), columns [kv0 * head_dim, (kv0 + kvc) * head_dim) of the flattened

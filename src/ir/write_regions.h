@@ -5,7 +5,7 @@
 // [m_off, m_off + M_tile) when both are given. A GEMV tile covers every row. A head-ranged
 // ATTENTION_COMBINE writes the columns [n_off * head_dim, (n_off + N_tile) * head_dim) of its
 // one-row output; a partial SAMPLE_ARGMAX the row m_off of its pairs; ROPE_KV_ATTENTION_TILE
-// (of its KV caches) the rows of its window [kv_start, kv_start + kv_len) and the columns of its
+// its attention output whole and, of its KV caches, the rows of its window [kv_start, kv_start + kv_len) and the columns of its
 // KV heads [kv0 * head_dim, (kv0 + kvc) * head_dim); KV_APPEND with a static position (flags
 // bit 0 clear) the cache rows [pos, pos + n), n the rows of its input (numel / the cache's row
 // size; with bit 0 the row is the step's, unknown here, so the whole cache). Any other op, or a
@@ -32,8 +32,11 @@ struct WriteRegion {
   int64_t col_lo = 0, col_hi = 0;  // half-open
 };
 
-// `program` gives the buffers' shapes (KV_APPEND's row count); `task` is one of its tasks.
-WriteRegion write_region(const Program& program, const Task& task);
+// The part of the buffer with id `buffer` (one of the task's outputs) that `task` writes. `program` gives the
+// buffers' shapes (KV_APPEND's row count). A task with several outputs may write them
+// differently: ROPE_KV_ATTENTION_TILE writes its attention output (output 0) whole and only its
+// window's rows of the KV caches.
+WriteRegion write_region(const Program& program, const Task& task, int64_t buffer);
 
 // Two regions overlap iff their row ranges AND their column ranges intersect. Returns the
 // indices of one overlapping pair, or nullopt when all regions are pairwise disjoint.
