@@ -74,6 +74,23 @@ TEST(KeepRevert, SimplerWinsWithinNoiseOnly) {
   EXPECT_FALSE(decide(&inc, mixed).keep);
 }
 
+TEST(KeepRevert, SimplerKeepsCannotRatchetPastTheBest) {
+  // The GPU campaign of 2026-11-24 drifted 1231.7 -> 1256.4 us over twelve "within noise and
+  // simpler" keeps, each at most 1 % over the one before. Against the best measured, a simpler
+  // candidate may only be kept within 1 % of it.
+  Verdict inc = pass(100, 100);
+  EXPECT_TRUE(decide(&inc, pass(100.8, 90), 100.0).keep);
+  inc = pass(100.8, 90);
+  const KeepRevert d = decide(&inc, pass(101.6, 80), 100.0);  // +0.8 % on the incumbent, +1.6 % on the best
+  EXPECT_FALSE(d.keep);
+  EXPECT_NE(d.reason.find("best"), std::string::npos) << d.reason;
+  EXPECT_TRUE(decide(&inc, pass(100.5, 80), 100.0).keep);
+  // Without a best, the incumbent is the reference (the old rule).
+  EXPECT_TRUE(decide(&inc, pass(101.6, 80)).keep);
+  // A real improvement is kept whatever the best was.
+  EXPECT_TRUE(decide(&inc, pass(99.5, 200), 100.0).keep);
+}
+
 TEST(KeepRevert, ASequenceMovesTheIncumbentOnlyOnKeeps) {
   // Baseline FAIL, then the first PASS, then a noise change, an improvement, a crash, a win.
   std::vector<Verdict> seq = {failed(Correctness::FAIL), pass(200), pass(199), pass(190),

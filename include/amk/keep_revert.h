@@ -2,11 +2,15 @@
 // autoresearch driver and the tests share one reading of them:
 //   REJECTED / TIMEOUT / CRASH / FAIL            -> revert (never keep an incorrect schedule)
 //   PASS, latency >= 1 % lower than the incumbent -> keep (the new baseline)
-//   PASS, within ±1 %                            -> revert, unless meaningfully simpler
+//   PASS, within ±1 %                            -> revert, unless meaningfully simpler and also
+//                                                   within 1 % of the best PASS measured so far
+//                                                   (else each simpler keep could ratchet the
+//                                                   incumbent up another 1 %)
 //   PASS, worse                                  -> revert
 // With no incumbent latency yet (the baseline failed), the first PASS is kept.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "amk/verdict.h"
@@ -24,7 +28,9 @@ struct KeepRevert {
 // (tasks, pages, pipelining_depth, fusion groups) and better on at least one.
 bool meaningfully_simpler(const eval::Simplicity& candidate, const eval::Simplicity& incumbent);
 
-// `incumbent` may be null (no incumbent at all: the candidate is the baseline).
-KeepRevert decide(const eval::Verdict* incumbent, const eval::Verdict& candidate);
+// `incumbent` may be null (no incumbent at all: the candidate is the baseline). `best_us`: the
+// lowest PASS latency the campaign has measured (none: the incumbent's).
+KeepRevert decide(const eval::Verdict* incumbent, const eval::Verdict& candidate,
+                  std::optional<double> best_us = std::nullopt);
 
 }  // namespace amk::search

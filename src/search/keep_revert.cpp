@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace amk::search {
 
 bool meaningfully_simpler(const eval::Simplicity& c, const eval::Simplicity& i) {
@@ -13,7 +15,8 @@ bool meaningfully_simpler(const eval::Simplicity& c, const eval::Simplicity& i) 
   return no_worse && better;
 }
 
-KeepRevert decide(const eval::Verdict* incumbent, const eval::Verdict& candidate) {
+KeepRevert decide(const eval::Verdict* incumbent, const eval::Verdict& candidate,
+                  std::optional<double> best_us) {
   using eval::Correctness;
   if (!candidate.pass())
     return {false, fmt::format("{}: never kept", eval::name_of(candidate.correctness))};
@@ -25,8 +28,14 @@ KeepRevert decide(const eval::Verdict* incumbent, const eval::Verdict& candidate
   if (change <= -kImprovementThreshold)
     return {true, fmt::format("improved {:.1f}%", -change * 100)};
   if (change < kImprovementThreshold) {
-    if (meaningfully_simpler(candidate.simplicity, incumbent->simplicity))
+    if (meaningfully_simpler(candidate.simplicity, incumbent->simplicity)) {
+      const double best = std::min(before, best_us.value_or(before));
+      if (after >= best * (1 + kImprovementThreshold))
+        return {false, fmt::format("simpler and within noise ({:+.1f}%) of the incumbent, but "
+                                   "{:+.1f}% off the best measured",
+                                   change * 100, (after - best) / best * 100)};
       return {true, fmt::format("within noise ({:+.1f}%) and simpler", change * 100)};
+    }
     return {false, fmt::format("within noise ({:+.1f}%), not simpler", change * 100)};
   }
   return {false, fmt::format("worse ({:+.1f}%)", change * 100)};
