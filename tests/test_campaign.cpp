@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 
 #include <dirent.h>
 #include <sys/wait.h>
+#include <signal.h>
 
 #include "amk/eval_worker.h"
 #include "amk/lowering.h"
@@ -238,6 +240,69 @@ TEST(EvalWorker, SurvivesAHangAndACrashWithoutLeaks) {
   EXPECT_EQ(errno, ECHILD);
   EXPECT_EQ(open_fds(), fds_before);
   fs::remove(log);
+}
+
+// The children of `parent` whose command line contains "eval-worker".
+std::vector<pid_t> eval_workers_of(pid_t parent) {
+  std::vector<pid_t> out;
+  DIR* d = opendir("/proc");
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    const pid_t pid = pid_t(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    std::ifstream stat("/proc/" + std::string(e->d_name) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state = 0;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid != parent) continue;
+    std::ifstream cmd("/proc/" + std::string(e->d_name) + "/cmdline");
+    const std::string args((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    if (args.find("eval-worker") != std::string::npos) out.push_back(pid);
+  }
+  closedir(d);
+  return out;
+}
+
+// A campaign killed outright (SIGKILL: no destructor runs) takes its worker with it, even one
+// stuck in an evaluation, instead of leaving it to run (or hold the GPU) on its own.
+TEST(EvalWorker, DiesWithAKilledCampaign) {
+  const fs::path work = fs::temp_directory_path() / ("amk_test_orphan_" + std::to_string(getpid()));
+  fs::remove_all(work);
+  const pid_t campaign = fork();
+  ASSERT_GE(campaign, 0);
+  if (campaign == 0) {
+    setenv("AMK_TEST_INJECT", "hang@1", 1);
+    const std::string model = amk::testing::tiny_model_dir().string(), dir = work.string();
+    execl(AMK_BINARY, AMK_BINARY, "autoresearch", model.c_str(), "--gpu", "h100", "--device",
+          "sim", "--iters", "3", "--watchdog", "60", "--workdir", dir.c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  std::vector<pid_t> workers;
+  for (int i = 0; i < 200 && workers.empty(); ++i) {  // up to 10 s for the worker to start
+    usleep(50000);
+    workers = eval_workers_of(campaign);
+  }
+  ASSERT_EQ(workers.size(), 1u) << "no eval-worker child of the campaign appeared";
+  kill(campaign, SIGKILL);
+  waitpid(campaign, nullptr, 0);
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {  // up to 5 s
+    usleep(50000);
+    std::ifstream stat("/proc/" + std::to_string(workers[0]) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t close = line.rfind(')');
+    // Gone, or a zombie waiting for init to reap it.
+    gone = !stat || close == std::string::npos || line.substr(close + 2, 1) == "Z";
+  }
+  EXPECT_TRUE(gone) << "eval-worker " << workers[0] << " outlived its campaign";
+  if (!gone) kill(workers[0], SIGKILL);
+  fs::remove_all(work);
 }
 
 TEST(Loop, ChangesOneKnobPerExperimentAndStopsAtTheBudget) {

@@ -1,6 +1,7 @@
 // The parent's side of amk/eval_worker.h: start the worker, send a request, wait for its answer
 // under the watchdog, and turn a silent or dead worker into a TIMEOUT or CRASH verdict.
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
@@ -119,6 +120,7 @@ void EvalWorker::start() {
   }
   const std::string setup = worker_setup_to_json(setup_);
   const std::string log = log_.string();
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     for (int fd : {to[0], to[1], from[0], from[1]}) ::close(fd);
@@ -132,6 +134,11 @@ void EvalWorker::start() {
     const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (log_fd >= 0) ::dup2(log_fd, 2);
     ::signal(SIGPIPE, SIG_DFL);
+    // The worker dies with the campaign: a killed `amk autoresearch` must not leave a worker
+    // computing reference logits (or holding the GPU) for minutes. The parent may already be
+    // gone between fork and prctl, so check after arming it.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
     const char* argv[] = {exe_.c_str(), "eval-worker", "--setup", setup.c_str(), nullptr};
     ::execv(exe_.c_str(), const_cast<char* const*>(argv));
     ::_exit(127);
