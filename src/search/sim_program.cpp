@@ -10,24 +10,12 @@
 #include <unordered_map>
 
 #include "amk/op_flags.h"
+#include "amk/op_traits.h"
 #include "vm/cuda/marshal.h"
 
 namespace amk::sim {
 
 namespace {
-
-bool is_gemv_family(Op op) {
-  return op == Op::GEMV_TILE || op == Op::RMSNORM_GEMV_TILE || op == Op::SILU_MUL_GEMV_TILE ||
-         op == Op::GEMV_ADD_TILE || op == Op::SILU_MUL_GEMV_ADD_TILE;
-}
-
-// The [N, K] weight's input slot (docs/OPCODES.md; marshal.cpp's gemv_weight_slot).
-size_t weight_slot(Op op) {
-  return (op == Op::RMSNORM_GEMV_TILE || op == Op::SILU_MUL_GEMV_TILE ||
-          op == Op::SILU_MUL_GEMV_ADD_TILE)
-             ? 2
-             : 1;
-}
 
 bool silu_prologue(Op op) { return op == Op::SILU_MUL_GEMV_TILE || op == Op::SILU_MUL_GEMV_ADD_TILE; }
 
@@ -134,7 +122,7 @@ Prepared prepare(const Program& program, const GpuTarget& target, const SimOptio
     if (is_gemv_family(t.op)) {
       s.kind = TaskKind::Stream;
       const int64_t K = t.params.get_int("K", 0), width = t.params.get_int("N_tile", 0);
-      const size_t slot = weight_slot(t.op);
+      const size_t slot = gemv_weight_input(t.op);
       double w = est;  // a hand-built tile without its weight declared: est_bytes is the rows
       if (slot < t.inputs.size()) {
         const auto it = buffers.find(t.inputs[slot]);

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "amk/op_flags.h"
+#include "amk/op_traits.h"
 #include "vm/cuda/ops/scratch.h"
 
 namespace amk::cuda {
@@ -56,20 +57,6 @@ bool device_implements(Op op) {
     default:
       return false;
   }
-}
-
-bool is_gemv_family(Op op) {
-  return op == Op::GEMV_TILE || op == Op::RMSNORM_GEMV_TILE || op == Op::SILU_MUL_GEMV_TILE ||
-         op == Op::GEMV_ADD_TILE || op == Op::SILU_MUL_GEMV_ADD_TILE;
-}
-
-// The input slot of the [N, K] weight in each GEMV-family op (docs/OPCODES.md): the fused
-// prologues put their own operand (norm weight, up) before it.
-int gemv_weight_slot(Op op) {
-  return (op == Op::RMSNORM_GEMV_TILE || op == Op::SILU_MUL_GEMV_TILE ||
-          op == Op::SILU_MUL_GEMV_ADD_TILE)
-             ? 2
-             : 1;
 }
 
 bool device_dtype(DType d) { return d == DType::F32 || d == DType::BF16 || d == DType::I32; }
@@ -269,8 +256,7 @@ int64_t task_scratch_bytes(const Task& t, const IdMaps& ids, int consumer_thread
       const Buffer& x = *ids.buffer_by_id.at(t.inputs.at(0));
       const int64_t rows = std::max<int64_t>(x.numel() / K, 1);
       const int64_t n_tile = std::clamp<int64_t>(t.params.get_int("N_tile", 1), 1, 1 << 16);
-      const bool weight_second = t.op == Op::GEMV_TILE || t.op == Op::GEMV_ADD_TILE;
-      const size_t wi = weight_second ? 1 : 2;
+      const size_t wi = gemv_weight_input(t.op);
       const int64_t bits = t.inputs.size() > wi ? dtype_bits(ids.buffer_by_id.at(t.inputs[wi])->dtype)
                                                 : 32;
       const int64_t strips = (K * std::max<int64_t>(bits, 8) / 8 / 16 + 31) / 32;
@@ -332,8 +318,8 @@ MegakernelLayout plan_layout(const Program& program, const IdMaps& ids,
   int64_t scratch = 0, widest_row = 0;
   for (const Task& t : program.tasks) {
     scratch = std::max(scratch, task_scratch_bytes(t, ids, layout.consumer_threads));
-    if (is_gemv_family(t.op) && t.inputs.size() > size_t(gemv_weight_slot(t.op))) {
-      const Buffer& w = *ids.buffer_by_id.at(t.inputs[size_t(gemv_weight_slot(t.op))]);
+    if (is_gemv_family(t.op) && t.inputs.size() > size_t(gemv_weight_input(t.op))) {
+      const Buffer& w = *ids.buffer_by_id.at(t.inputs[size_t(gemv_weight_input(t.op))]);
       widest_row = std::max(widest_row, dtype_nbytes(w.dtype, t.params.get_int("K", 0)));
     }
   }

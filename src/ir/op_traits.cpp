@@ -1,0 +1,17 @@
+#include "amk/op_traits.h"
+
+namespace amk {
+
+bool is_gemv_family(Op op) {
+  return op == Op::GEMV_TILE || op == Op::RMSNORM_GEMV_TILE || op == Op::SILU_MUL_GEMV_TILE ||
+         op == Op::GEMV_ADD_TILE || op == Op::SILU_MUL_GEMV_ADD_TILE;
+}
+
+size_t gemv_weight_input(Op op) {
+  return (op == Op::RMSNORM_GEMV_TILE || op == Op::SILU_MUL_GEMV_TILE ||
+          op == Op::SILU_MUL_GEMV_ADD_TILE)
+             ? 2
+             : 1;
+}
+
+}  // namespace amk
