@@ -213,7 +213,7 @@ PY
   # amk serve on the CUDA backend, driven by a standard-library client (scripts/serve_probe.py).
   run_step serve-gguf 120 python3 scripts/serve_probe.py --amk "$amk" --model "$gguf" --device cuda
   rc=$?
-  detail=$(grep '^{' "$logs/serve-gguf.log" | tail -1 | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(f"{r[\"greedy_text\"]!r}, TTFT {r[\"ttft_s_median\"]:.3f} s, {r[\"tokens_per_s_median\"]:.0f} tok/s, SIGTERM exit {r[\"exit_on_sigterm\"]}")' 2>/dev/null)
+  detail=$(grep '^{' "$logs/serve-gguf.log" | tail -1 | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print("%r, TTFT %.3f s, %.0f tok/s, SIGTERM exit %s" % (r["greedy_text"], r["ttft_s_median"], r["tokens_per_s_median"], r["exit_on_sigterm"]))' 2>/dev/null)
   record "serve smollm2 cuda" "$(verdict_of $rc)" "${detail:-no report}"
 fi
 
