@@ -5,7 +5,7 @@
 # GPU needed): it lowers the programs again from the presets and configs the manifest names.
 #
 #   scripts/sim_calibrate.sh --amk PATH/amk --manifest DIR/cases.tsv [--gpu h100] [--out DIR]
-#                            [--max-evals N] [--profile-weight W] [--free a,b,c]
+#                            [--max-evals N] [--profile-weight W] [--free a,b,c] [--start JSON]
 #
 # Output under --out (default ./sim-calibrate-out): fit-without-GROUP.json, score-GROUP.json,
 # GPU.sim.json (the fit on all cases) and summary.txt (the held-out table).
@@ -18,7 +18,7 @@ while (($#)); do
     --manifest) manifest="${2:?}"; shift 2 ;;
     --gpu) gpu="${2:?}"; shift 2 ;;
     --out) out="${2:?}"; shift 2 ;;
-    --max-evals|--profile-weight|--free) fitopt+=("$1" "${2:?}"); shift 2 ;;
+    --max-evals|--profile-weight|--free|--start) fitopt+=("$1" "${2:?}"); shift 2 ;;
     -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "unknown option '$1'"; exit 2 ;;
   esac

@@ -30,6 +30,9 @@ SimConstants clean_constants() {
   c.act_gbs = 1;  // 1000 bytes per µs: an Other task's est_bytes set its prologue
   c.attn_fixed_us = 0;
   c.attn_gbs = 1;
+  c.strip_slow_factor = 1.5;
+  c.epilogue_trips = 0;
+  c.body_fixed_us = 0;
   return c;
 }
 
@@ -225,6 +228,9 @@ SimConstants responsive_constants() {
   c.act_gbs = 15.4;
   c.attn_fixed_us = 0.95;
   c.attn_gbs = 5.88;
+  c.strip_slow_factor = 1.5;
+  c.epilogue_trips = 2.0;
+  c.body_fixed_us = 1.0;
   return c;
 }
 
@@ -294,6 +300,35 @@ TEST(TimingSim, EveryKnobTheSearchVariesMovesThePrediction) {
   c = base;
   c.fusion_grouping.clear();
   moved("fusion_grouping", c);
+  c = base;
+  c.threads_per_block = 224;  // 7 warps: fewer strips at once, and K = 2048's 8 strips per row
+  moved("threads_per_block", c, 0.05);  // have no short period (the shared-memory x path)
+  c = base;
+  c.smem_bytes_per_block = base.smem_bytes_per_block == 98304 ? 131072 : 98304;  // ring stages
+  moved("smem_bytes_per_block", c, 1e-5);
+}
+
+TEST(TimingSim, TheStripPathFollowsTheWarpCount) {
+  // 8 strips per row (K = 2048, BF16): 8 warps divide them (period 1), 7 warps do not (period 8:
+  // x from shared memory, strip_slow_factor slower), 4 warps do (period 2) at half the warps.
+  const ModelConfig m = preset("llama-3.2-1b");
+  const ScheduleConfig base = default_schedule_config(m, h100(), 512);
+  auto lowered = [&](int64_t threads) {
+    ScheduleConfig c = base;
+    c.threads_per_block = threads;
+    return lower(m, c, h100(), 512, DType::BF16);
+  };
+  SimConstants c = responsive_constants();
+  const Program seven = lowered(224);
+  const double slow = simulate_step(seven, h100(), c).step_us;
+  c.strip_slow_factor = 1.0;
+  EXPECT_LT(simulate_step(seven, h100(), c).step_us, slow);
+  // 256 threads: the factor does not apply.
+  const Program eight = lowered(256);
+  c.strip_slow_factor = 1.0;
+  const double fast1 = simulate_step(eight, h100(), c).step_us;
+  c.strip_slow_factor = 3.0;
+  EXPECT_DOUBLE_EQ(simulate_step(eight, h100(), c).step_us, fast1);
 }
 
 TEST(TimingSim, AttentionCostGrowsWithThePosition) {

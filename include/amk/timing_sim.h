@@ -41,6 +41,17 @@ struct SimConstants {
   double act_gbs = 8.0;          // activation bytes one SM reads per µs (x rebuild, norms, argmax)
   double attn_fixed_us = 2.0;    // an attention task's fixed compute
   double attn_gbs = 8.0;         // KV-cache bytes one attention task reads per µs
+  // A BF16 GEMV tile whose strips per row and warp count leave no short period (gemv.cuh's
+  // strip_period == 0: x from shared memory, not registers) computes this many times slower.
+  // The prior, 3: that path reads two float4 of x from shared memory per 16-byte weight vector,
+  // three times the shared-memory bytes per weight byte of the register path.
+  double strip_slow_factor = 3.0;
+  // Round trips of a task's epilogue (the release of its stores before the signal) that queue
+  // behind the weight traffic: task_fixed_us + epilogue_trips x (the loaded part of a trip).
+  double epilogue_trips = 1.0;
+  // A GEMV body's fixed cost before its rows flow (the first chunk's wait, the strip set-up):
+  // the profiles' body time is ~1.3 µs plus the bytes at a rate far above per_sm_gbs' old fits.
+  double body_fixed_us = 1.0;
 };
 
 // The fitted constants' names, in a fixed order (the fit's coordinates, the JSON's keys).

@@ -302,6 +302,23 @@ FitResult fit_constants(const std::vector<SimCase>& cases, const SimConstants& s
         fitted_constant_names().end())
       throw std::invalid_argument(fmt::format("fit: '{}' is not a fitted constant", name));
   const Objective objective(cases, options.profile_weight, options.threads);
+  FitResult result;
+  result.start_objective = objective(start);
+  int evaluations = 1;
+  // A constant no case exercises (e.g. strip_slow_factor when no case has a tile on the
+  // shared-memory strip path) leaves the objective exactly where it was: it keeps its start
+  // value instead of drifting along a flat direction of the simplex.
+  if (options.free.empty()) {
+    std::vector<std::string> moving;
+    for (const std::string& name : free) {
+      SimConstants c = start;
+      double* v = constant_field(c, name);
+      *v = std::max(*v, 1e-3) * 1.5;
+      ++evaluations;
+      if (objective(c) != result.start_objective) moving.push_back(name);
+    }
+    free.swap(moving);
+  }
   const size_t d = free.size();
   // Coordinates: log of each free constant (a zero start becomes a small positive one).
   auto constants_at = [&](const std::vector<double>& x) {
@@ -311,9 +328,6 @@ FitResult fit_constants(const std::vector<SimCase>& cases, const SimConstants& s
   };
   std::vector<double> x0(d);
   for (size_t i = 0; i < d; ++i) x0[i] = std::log(std::max(*constant_field(start, free[i]), 1e-3));
-  FitResult result;
-  result.start_objective = objective(start);
-  int evaluations = 1;
   auto f = [&](const std::vector<double>& x) {
     ++evaluations;
     return objective(constants_at(x));

@@ -19,6 +19,20 @@ namespace {
 
 bool silu_prologue(Op op) { return op == Op::SILU_MUL_GEMV_TILE || op == Op::SILU_MUL_GEMV_ADD_TILE; }
 
+// gemv.cuh's strip_period: the period of a warp's strip segments over S strips per row and
+// n_warps warps, 0 (x from shared memory, the slower path) when it exceeds 4.
+int strip_period(int64_t S, int64_t n_warps) {
+  int64_t a = S, b = n_warps;
+  while (b != 0) {
+    const int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  if (a <= 0) return 0;
+  const int64_t P = S / a;
+  return P <= 4 ? int(P) : 0;
+}
+
 // The bench's mean position (amk bench: one warm launch of 64, four timed ones) when none is
 // given: where the split-KV blocks of a 512-token context are half full.
 constexpr int64_t kDefaultPosition = 192;
@@ -77,6 +91,8 @@ Prepared prepare(const Program& program, const GpuTarget& target, const SimOptio
   p.position = options.position >= 0 ? options.position
                                       : std::max<int64_t>(0, std::min(kDefaultPosition, context - 1));
   p.steps = options.steps;
+  const int64_t threads = program.config ? program.config->threads_per_block : 256;
+  const int64_t n_warps = std::max<int64_t>(threads / 32, 1);
 
   std::unordered_map<int64_t, int32_t> counter_index, counter_init;
   for (const Counter& c : program.counters) {
@@ -126,9 +142,15 @@ Prepared prepare(const Program& program, const GpuTarget& target, const SimOptio
       double w = est;  // a hand-built tile without its weight declared: est_bytes is the rows
       if (slot < t.inputs.size()) {
         const auto it = buffers.find(t.inputs[slot]);
-        if (it != buffers.end() && K > 0 && width > 0)
+        if (it != buffers.end() && K > 0 && width > 0) {
           w = double(dtype_nbytes(it->second->dtype, K * width));
+          if (it->second->dtype == DType::BF16) {
+            const int64_t cols = K * 2 / 16, S = (cols + 31) / 32;
+            s.slow_strips = strip_period(S, n_warps) == 0;
+          }
+        }
       }
+      s.warp_scale = double(n_warps) / 8.0;
       s.weight_bytes = std::max(0.0, w);
       // x in F32 (two vectors for the SiLU prologue), plus what else the tile reads besides its
       // rows (a norm weight, a bias).

@@ -55,7 +55,7 @@ class Engine {
   Engine(const PreparedProgram& p, const SimConstants& c) : p_(p), c_(c) {
     ceiling_ = (c.ceiling_gbs > 0 ? c.ceiling_gbs : p.target_gbs) * 1e3;  // bytes/µs
     // The consumer's rate over a chunk: the body's arithmetic plus the chunk's fixed cost.
-    consumer_rate_ = 1.0 / (1.0 / (c.per_sm_gbs * 1e3) + c.chunk_us / p.chunk_bytes);
+    compute_gbs_ = c.per_sm_gbs * 1e3;
     act_rate_ = c.act_gbs * 1e3;
     attn_rate_ = c.attn_gbs * 1e3;
     slope_ = c.rtt_us_per_kib / 1024.0 / double(p.num_sms);  // µs per byte in flight (GPU)
@@ -83,7 +83,7 @@ class Engine {
  private:
   const PreparedProgram& p_;
   const SimConstants& c_;
-  double ceiling_ = 0, consumer_rate_ = 0, act_rate_ = 0, attn_rate_ = 0, slope_ = 0;
+  double ceiling_ = 0, compute_gbs_ = 0, act_rate_ = 0, attn_rate_ = 0, slope_ = 0;
   double now_ = 0, bytes_in_flight_ = 0, total_fetched_ = 0;
   std::vector<SmState> sms_;
   std::vector<std::vector<double>> arrivals_;  // per counter: when each signal is seen (+ hop)
@@ -94,13 +94,30 @@ class Engine {
   int64_t events_ = 0;
   SimResult r_;
 
+  // The consumer's rate over a chunk for tile t: the body's arithmetic (per_sm_gbs for 8 warps on
+  // the register path, scaled by the block's warps, strip_slow_factor slower on the shared-memory
+  // path) plus the chunk's fixed cost.
+  double consumer_rate(const SimTask& t) const {
+    const double compute = compute_gbs_ * t.warp_scale / (t.slow_strips ? c_.strip_slow_factor : 1.0);
+    return 1.0 / (1.0 / compute + c_.chunk_us / p_.chunk_bytes);
+  }
+  // The rate the SM's ring drains at: its consumer's current tile, else the next one it fetches.
+  double drain_rate(size_t slot) const {
+    const SmState& s = sms_[slot];
+    if (s.consuming) return consumer_rate(gemv_at(slot, current_gemv(slot)));
+    if (s.fetch_task < gemv_total(slot)) return consumer_rate(gemv_at(slot, s.fetch_task));
+    return consumer_rate(SimTask{});
+  }
+
   // ---- the model's latencies at this instant ----
-  double rtt() const { return c_.rtt_us + slope_ * bytes_in_flight_; }
-  double hop() const { return c_.hop_us + c_.hop_trips * slope_ * bytes_in_flight_; }
+  // A trip's loaded part: rtt_us_per_kib per KiB in flight per SM (GPU mean).
+  double loaded() const { return slope_ * bytes_in_flight_; }
+  double rtt() const { return c_.rtt_us + loaded(); }
+  double hop() const { return c_.hop_us + c_.hop_trips * loaded(); }
   double copy_latency() const { return c_.copy_latency_us + slope_ * bytes_in_flight_; }
 
   void validate_inputs() {
-    for (const char* name : {"per_sm_gbs", "act_gbs", "attn_gbs"}) {
+    for (const char* name : {"per_sm_gbs", "act_gbs", "attn_gbs", "strip_slow_factor"}) {
       const double v = *constant_field(c_, name);
       if (!(v > 0) || !std::isfinite(v))
         throw std::invalid_argument(fmt::format("simulate_step: {} must be > 0, got {}", name, v));
@@ -176,7 +193,8 @@ class Engine {
       case Phase::Body: {
         const SimTask& t = p_.tasks[size_t(task_at(slot, s.pos))];
         if (t.kind == TaskKind::Stream) {
-          if (s.consumed < t.weight_bytes - kBytesEps) return changed;
+          if (s.consumed < t.weight_bytes - kBytesEps || s.phase_end > now_ + kTimeEps)
+            return changed;
         } else if (s.phase_end > now_ + kTimeEps) {
           return changed;
         }
@@ -286,8 +304,10 @@ class Engine {
     s.consumed = 0;
     if (t.kind == TaskKind::Attention)
       s.phase_end = now_ + c_.attn_fixed_us + t.kv_bytes / attn_rate_;
+    else if (t.kind == TaskKind::Stream)
+      s.phase_end = now_ + c_.body_fixed_us;  // rows flow after it; the body ends on its bytes
     else
-      s.phase_end = now_;  // Other: the prologue was the work; a Stream body ends on its bytes
+      s.phase_end = now_;  // Other: the prologue was the work
   }
 
   void end_body(size_t slot) {
@@ -295,7 +315,7 @@ class Engine {
     const int32_t ti = task_at(slot, s.pos);
     body_end_abs_[size_t(ti)] = now_;
     s.phase = Phase::Post;
-    s.phase_end = now_ + c_.task_fixed_us;
+    s.phase_end = now_ + c_.task_fixed_us + c_.epilogue_trips * loaded();
   }
 
   // The epilogue's release: the counter's signal, seen by its waiters one hop later.
@@ -326,7 +346,8 @@ class Engine {
       SmState& s = sms_[slot];
       s.consuming = false;
       s.starved = false;
-      if (s.phase == Phase::Body && p_.tasks[size_t(task_at(slot, s.pos))].kind == TaskKind::Stream) {
+      if (s.phase == Phase::Body && p_.tasks[size_t(task_at(slot, s.pos))].kind == TaskKind::Stream &&
+          s.phase_end <= now_ + kTimeEps) {
         s.consuming = true;
         s.starved = s.consumed >= available(slot, current_gemv(slot)) - kBytesEps;
       }
@@ -342,7 +363,7 @@ class Engine {
           s.fetching = true;
           const int chunks = s.started > s.fetch_task ? p_.inflight_chunks : p_.prefetch_chunks;
           s.inflight = double(chunks) * p_.chunk_bytes;
-          if (s.ring_full) s.inflight = std::min(s.inflight, consumer_rate_ * c_.copy_latency_us);
+          if (s.ring_full) s.inflight = std::min(s.inflight, drain_rate(slot) * c_.copy_latency_us);
         }
       }
       inflight += s.inflight;
@@ -359,7 +380,7 @@ class Engine {
       s.demand = 0;
       if (!s.fetching) continue;
       double d = s.inflight / latency;
-      if (s.ring_full) d = std::min(d, consumer_rate_);
+      if (s.ring_full) d = std::min(d, drain_rate(slot));
       s.demand = d;
       asked += d;
       askers.push_back(slot);
@@ -384,10 +405,11 @@ class Engine {
       if (!s.fetching) s.fetch_rate = 0;
       s.consume_rate = 0;
       if (!s.consuming) continue;
+      const double rate = drain_rate(slot);
       if (!s.starved) {
-        s.consume_rate = consumer_rate_;
+        s.consume_rate = rate;
       } else if (s.fetch_task == current_gemv(slot)) {
-        s.consume_rate = std::min(consumer_rate_, s.fetch_rate);
+        s.consume_rate = std::min(rate, s.fetch_rate);
       }
     }
   }
@@ -404,7 +426,7 @@ class Engine {
           dt = std::min(dt, s.phase_end - now_);
           break;
         case Phase::Body:
-          if (!s.consuming) {
+          if (!s.consuming) {  // a timed body, or a GEMV body's fixed part
             dt = std::min(dt, s.phase_end - now_);
           } else if (s.consume_rate > 0) {
             const int64_t g = current_gemv(slot);
