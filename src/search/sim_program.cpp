@@ -12,26 +12,13 @@
 #include "amk/op_flags.h"
 #include "amk/op_traits.h"
 #include "vm/cuda/marshal.h"
+#include "vm/cuda/ops/gemv_strips.h"
 
 namespace amk::sim {
 
 namespace {
 
 bool silu_prologue(Op op) { return op == Op::SILU_MUL_GEMV_TILE || op == Op::SILU_MUL_GEMV_ADD_TILE; }
-
-// gemv.cuh's strip_period: the period of a warp's strip segments over S strips per row and
-// n_warps warps, 0 (x from shared memory, the slower path) when it exceeds 4.
-int strip_period(int64_t S, int64_t n_warps) {
-  int64_t a = S, b = n_warps;
-  while (b != 0) {
-    const int64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  if (a <= 0) return 0;
-  const int64_t P = S / a;
-  return P <= 4 ? int(P) : 0;
-}
 
 // The bench's mean position (amk bench: one warm launch of 64, four timed ones) when none is
 // given: where the split-KV blocks of a 512-token context are half full.
@@ -146,7 +133,7 @@ Prepared prepare(const Program& program, const GpuTarget& target, const SimOptio
           w = double(dtype_nbytes(it->second->dtype, K * width));
           if (it->second->dtype == DType::BF16) {
             const int64_t cols = K * 2 / 16, S = (cols + 31) / 32;
-            s.slow_strips = strip_period(S, n_warps) == 0;
+            s.slow_strips = cuda::gemv_strip_period(int(S), int(n_warps)) == 0;
           }
         }
       }

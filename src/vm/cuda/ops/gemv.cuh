@@ -22,6 +22,7 @@
 
 #include "vm/cuda/primitives.cuh"
 #include "vm/cuda/sync.cuh"
+#include "vm/cuda/ops/gemv_strips.h"
 #include "vm/cuda/weight_ring.cuh"
 
 namespace amk::cuda {
@@ -442,17 +443,10 @@ __device__ __forceinline__ float warp_sum8(float (&v)[8], int lane) {
   return s;
 }
 
-// The period of warp w's segments (see above), or 0 when x should come from shared memory.
+// The period of warp w's segments (see above, gemv_strips.h), or 0 when x should come from
+// shared memory.
 __device__ __forceinline__ int strip_period(int S, int n_warps, bool bf16) {
-  if (!bf16) return 0;  // F32 weights: the oracle's path, not a fast one
-  int a = S, b = n_warps;
-  while (b != 0) {
-    const int t = a % b;
-    a = b;
-    b = t;
-  }
-  const int P = S / a;
-  return P <= 4 ? P : 0;
+  return bf16 ? gemv_strip_period(S, n_warps) : 0;  // F32 weights: the oracle's path, not a fast one
 }
 
 // One tile's chunks, strips of warp `warp`. P > 0: the segment pattern repeats every P strips and
