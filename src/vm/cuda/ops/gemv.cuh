@@ -5,17 +5,19 @@
 //
 //   1. x (K floats, fp32) is built in shared scratch: a copy of the activation row, RMSNORM of
 //      it (norm weight = input 1), or silu(gate) * up. This is the F32 intermediate the reference
-//      materialises, so fused and unfused programs round the same way.
+//      materialises (the fused norm's sum of squares runs in another order than RMSNORM's: fp32
+//      noise).
 //   2. out[r, n_off + j] = dot(x_r, W[n_off + j]) (+ bias[n_off + j]) (+ residual[r, n_off + j]),
-//      one weight row per consumer warp at a time, 16-byte weight reads, fp32 accumulation
-//      (order differs from the reference's exact sum: fp32 noise, docs/OPCODES.md).
+//      16-byte weight reads, fp32 accumulation (order differs from the reference's exact sum:
+//      fp32 noise, docs/OPCODES.md). Over the ring, every warp takes 32-vector strips of each
+//      chunk ("Step 2 over the ring: strips" below); from global memory, a warp a row.
 //
 // Weights come through the shared-memory ring when ring_tile() says so (the producer warp has
 // streamed them there), else straight from global memory with 16-byte non-coherent loads, or
 // scalar loads when rows are not 16-byte multiples.
 //
-// Scratch: 32 floats of reduction space, x (K floats), then the row partials (N_tile floats, or
-// N_tile * segments when long rows are split over warps): (K + 32 + N_tile) * 4 bytes at least.
+// Scratch: 32 floats of reduction space, x (K floats), then the row partials: N_tile floats from
+// global memory, N_tile x S over the ring (S = 32-vector strips per row; the loader reserves it).
 #pragma once
 
 #include <cstdint>
