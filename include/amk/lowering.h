@@ -59,4 +59,9 @@ Program lower(const ModelConfig& model, const ScheduleConfig& config, const GpuT
 ScheduleConfig default_schedule_config(const ModelConfig& model, const GpuTarget& target,
                                        int64_t max_context);
 
+// The shared memory the derived default leaves unused under the target's opt-in cap (its
+// smem_bytes_per_block is the cap minus this, where the cap exceeds twice this): the weight ring
+// one 32 KiB stage short of what fits (bench/RESULTS.md, 2026-11-24).
+inline constexpr int64_t kRingHeadroomBytes = 35840;
+
 }  // namespace amk

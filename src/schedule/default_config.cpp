@@ -56,9 +56,8 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   // fresh run confirmed it on all three presets: -1.7 % (llama-3.2-1b), -4.3 % (qwen3-0.6b),
   // -5.5 % (smollm2-135m) (bench/RESULTS.md, 2026-11-24). A fuller ring prefetches more while
   // the chain waits, and those copies queue the chain's own L2 round trips behind them.
-  constexpr int64_t kRingHeadroom = 35840;
-  if (target.smem_bytes_per_block_optin > 2 * kRingHeadroom)
-    c.smem_bytes_per_block = target.smem_bytes_per_block_optin - kRingHeadroom;
+  if (target.smem_bytes_per_block_optin > 2 * kRingHeadroomBytes)
+    c.smem_bytes_per_block = target.smem_bytes_per_block_optin - kRingHeadroomBytes;
   return c;
 }
 

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "amk/lowering.h"
+
 namespace amk {
 
 namespace {
@@ -122,8 +124,9 @@ std::vector<KnobSpec> make_space() {
                       "256", "consumer threads per persistent block", {128, 192, 256, 384, 512}));
   s.push_back(integer("smem_bytes_per_block", KnobEffect::Launch, 6, 0, kMaxParam, 1, true,
                       TargetCap::SmemOptin, "0 (the opt-in maximum) or [1, the target's opt-in cap]",
-                      "the opt-in cap - 35840 (one ring stage short; 0 where the cap is under "
-                      "71680)",
+                      fmt::format("the opt-in cap - {} (one ring stage short; 0 where the cap "
+                                  "is under {})",
+                                  kRingHeadroomBytes, 2 * kRingHeadroomBytes),
                       "dynamic shared memory per block (bounds the weight ring)",
                       {0, 65536, 131072, 196608}));
   s.push_back(integer("stream_chunk_bytes", KnobEffect::Launch, 6, 1024, (1 << 20) - 16, 16, true,

@@ -132,7 +132,7 @@ Prepared prepare(const Program& program, const GpuTarget& target, const SimOptio
         if (it != buffers.end() && K > 0 && width > 0) {
           w = double(dtype_nbytes(it->second->dtype, K * width));
           if (it->second->dtype == DType::BF16) {
-            const int64_t cols = K * 2 / 16, S = (cols + 31) / 32;
+            const int64_t S = cuda::gemv_strips_per_row(K * 2);
             s.slow_strips = cuda::gemv_strip_period(int(S), int(n_warps)) == 0;
           }
         }

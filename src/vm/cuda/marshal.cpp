@@ -12,6 +12,7 @@
 
 #include "amk/op_flags.h"
 #include "amk/op_traits.h"
+#include "vm/cuda/ops/gemv_strips.h"
 #include "vm/cuda/ops/scratch.h"
 
 namespace amk::cuda {
@@ -259,7 +260,7 @@ int64_t task_scratch_bytes(const Task& t, const IdMaps& ids, int consumer_thread
       const size_t wi = gemv_weight_input(t.op);
       const int64_t bits = t.inputs.size() > wi ? dtype_bits(ids.buffer_by_id.at(t.inputs[wi])->dtype)
                                                 : 32;
-      const int64_t strips = (K * std::max<int64_t>(bits, 8) / 8 / 16 + 31) / 32;
+      const int64_t strips = gemv_strips_per_row(K * std::max<int64_t>(bits, 8) / 8);
       const int64_t partials = n_tile * std::max<int64_t>(strips, 1);
       return rows * K * 4 + kSmallOpScratch + partials * 4;
     }

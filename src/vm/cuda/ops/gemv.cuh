@@ -297,12 +297,12 @@ __device__ __forceinline__ float dot16(uint4 w, const XView& xv, int v, float ac
   return dot16<kBf16>(w, xv.a[v], kBf16 ? xv.b[v] : make_float4(0.f, 0.f, 0.f, 0.f), acc);
 }
 
-// This lane's part of dot(x, row) for a row of n_vec 16-byte vectors (shared or global). From
-// global memory four independent loads are in flight per lane (HBM latency); from the ring two
-// (shared memory is close). Not unrolled further: the registers belong to the whole megakernel.
-template <bool kBf16, bool kGlobal>
+// This lane's part of dot(x, row) for a row of n_vec 16-byte vectors in global memory: four
+// independent loads in flight per lane (HBM latency). Not unrolled further: the registers belong
+// to the whole megakernel.
+template <bool kBf16>
 __device__ __forceinline__ float lane_dot(const uint4* row, int n_vec, const XView& xs, int lane) {
-  constexpr int kInFlight = kGlobal ? 4 : 2;
+  constexpr int kInFlight = 4;
   float acc[kInFlight];
 #pragma unroll
   for (int u = 0; u < kInFlight; ++u) acc[u] = 0.0f;
@@ -311,13 +311,12 @@ __device__ __forceinline__ float lane_dot(const uint4* row, int n_vec, const XVi
   for (; v + 32 * (kInFlight - 1) < n_vec; v += 32 * kInFlight) {
     uint4 w[kInFlight];
 #pragma unroll
-    for (int u = 0; u < kInFlight; ++u) w[u] = kGlobal ? load_stream16(row + v + 32 * u) : row[v + 32 * u];
+    for (int u = 0; u < kInFlight; ++u) w[u] = load_stream16(row + v + 32 * u);
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) acc[u] = dot16<kBf16>(w[u], xs, v + 32 * u, acc[u]);
   }
 #pragma unroll 1
-  for (; v < n_vec; v += 32)
-    acc[0] = dot16<kBf16>(kGlobal ? load_stream16(row + v) : row[v], xs, v, acc[0]);
+  for (; v < n_vec; v += 32) acc[0] = dot16<kBf16>(load_stream16(row + v), xs, v, acc[0]);
   float sum = 0.0f;
 #pragma unroll
   for (int u = 0; u < kInFlight; ++u) sum += acc[u];
@@ -460,7 +459,7 @@ __device__ __forceinline__ bool gemv_strips(const OpContext& c, const RingTile& 
   const WeightRing& ring = *c.ring;
   const int warp = c.tid >> 5, lane = c.tid & 31, W = c.n_threads >> 5;
   const int cols = int(t.row_bytes / 16);
-  const int S = (cols + 31) / 32;
+  const int S = int(gemv_strips_per_row(t.row_bytes));
   const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
   // Slot k of batch b (P > 0) is strip q = warp + (b kBatch + k) W: segment seg[k % P], row
   // first_row[k % P] + (b kBatch / P + k / P) R, since every P strips of a warp cover P W strips, a
@@ -571,7 +570,7 @@ template <bool kBf16>
 __device__ __forceinline__ bool gemv_from_ring(const OpContext& c, const Gemv& g,
                                                const RingTile& t, const XView& xs, float* part,
                                                RingCursor cur, const EarlyAddends& early) {
-  const int S = (int(t.row_bytes / 16) + 31) / 32;
+  const int S = int(gemv_strips_per_row(t.row_bytes));
   bool ok;
   switch (strip_period(S, c.n_threads >> 5, kBf16)) {
     case 1: ok = gemv_strips<kBf16, 1>(c, t, xs, part, cur); break;
@@ -599,8 +598,7 @@ __device__ __forceinline__ void gemv_from_global(const OpContext& c, const Gemv&
       const uint4* row =
           reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(g.W->ptr) + n * row_bytes);
       const XView xv = x_view(xs, layout);
-      p = g.w_bf16 ? lane_dot<true, true>(row, n_vec, xv, lane)
-                   : lane_dot<false, true>(row, n_vec, xv, lane);
+      p = g.w_bf16 ? lane_dot<true>(row, n_vec, xv, lane) : lane_dot<false>(row, n_vec, xv, lane);
     } else {
       p = lane_dot_scalar(g, n, xs, layout, lane);
     }
@@ -628,7 +626,7 @@ __device__ inline void op_gemv(const OpContext& c) {
   const XLayout layout = x_layout(g);
   if (t.eligible) {  // one activation row; the producer is streaming this tile's rows
     // S partials per row (the strips of gemv_from_ring): the loader reserves them.
-    const int64_t strips = (int64_t(t.row_bytes / 16) + 31) / 32;
+    const int64_t strips = gemv_strips_per_row(t.row_bytes);
     if ((int64_t(g.K) + kReduceFloats + int64_t(g.N_tile) * strips) * 4 > c.scratch_bytes) {
       op_fail(c, kScratchTooSmall);
       return;

@@ -4,6 +4,10 @@
 
 namespace amk::cuda {
 
+// Strips of 32 16-byte vectors (one per lane) in a weight row of `row_bytes` bytes: the last one
+// may be partial. The loader reserves one dot-product partial per (row, strip).
+constexpr long long gemv_strips_per_row(long long row_bytes) { return (row_bytes / 16 + 31) / 32; }
+
 // Warp w's strips of a chunk with S 32-vector strips per row and W consumer warps have segments
 // (w + i W) mod S, which repeat with period P = S / gcd(S, W). P <= 4: the x slices a lane meets
 // stay in its registers (the fast path); otherwise 0: x is read from shared memory per strip.
