@@ -35,17 +35,14 @@ constexpr int kMaxTxBytes = (1 << 20) - 16;  // an mbarrier's tx-count is 20 bit
 
 extern __shared__ __align__(128) uint8_t amk_dynamic_smem[];
 
+// Every op but the GEMV family, which run_consumers calls itself (it passes the gate in the
+// middle of the op: op_gemv's comment).
 __device__ __forceinline__ void dispatch(const OpContext& c) {
   switch (static_cast<amk_opcode_t>(c.inst->op)) {
     case AMK_OP_NOP: break;
     case AMK_OP_COPY: op_copy(c); break;
     case AMK_OP_EMBED: op_embed(c); break;
     case AMK_OP_RMSNORM: op_rmsnorm(c); break;
-    case AMK_OP_GEMV_TILE:
-    case AMK_OP_RMSNORM_GEMV_TILE:
-    case AMK_OP_SILU_MUL_GEMV_TILE:
-    case AMK_OP_GEMV_ADD_TILE:
-    case AMK_OP_SILU_MUL_GEMV_ADD_TILE: op_gemv(c); break;
     case AMK_OP_ATTENTION_TILE:
     case AMK_OP_ROPE_KV_ATTENTION_TILE: op_attention_tiles(c); break;
     case AMK_OP_ROPE:
@@ -134,42 +131,63 @@ __device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_tas
                             ? prog.profile + AMK_PROFILE_STAMPS * int64_t(index)
                             : nullptr;
       if (stamp) stamp[0] = global_ns();
-      // Step s > 0 of a multi-step launch: a task with no waits (EMBED, which reads the token
-      // the previous step's sink wrote) first waits for that sink. Every other task of the step
-      // waits, transitively, on such a root, so all of step s is ordered after step s - 1.
-      // Leaving on an abort: first let the record prefetch land, so that no copy is still
-      // writing this CTA's shared memory when it exits.
-      if (s > 0 && inst.n_waits == 0 && !wait_for_previous_step(prog, epoch, tid, n_threads)) {
-        cp_async_wait_all();
-        return;
-      }
-      if (!wait_for_inputs(prog, inst, epoch, tid, n_threads, seen)) {
-        cp_async_wait_all();
-        return;
-      }
       const bool gemv = is_gemv_family(inst.op);
       const int out_counter = inst.out_counter;
+      // The gate: the task's waits (IR_SPEC §8.1), then the producer's pacing signal. Step s > 0
+      // of a multi-step launch: a task with no waits (EMBED, which reads the token the previous
+      // step's sink wrote) first waits for that sink. Every other task of the step waits,
+      // transitively, on such a root, so all of step s is ordered after step s - 1. False on
+      // every consumer thread when the launch is aborting.
+      bool gate_passed = false, aborting = false;
+      auto pass_gate = [&]() -> bool {
+        if ((s > 0 && inst.n_waits == 0 && !wait_for_previous_step(prog, epoch, tid, n_threads)) ||
+            !wait_for_inputs(prog, inst, epoch, tid, n_threads, seen)) {
+          aborting = true;
+          return false;
+        }
+        if (gemv) {
+          ++gemv_started;
+          if (tid == 0) atomicExch(&ring->consumer_progress, gemv_started);
+        }
+        if (stamp) stamp[1] = global_ns();
+        gate_passed = true;
+        return true;
+      };
       if (gemv) {
-        ++gemv_started;
-        if (tid == 0) atomicExch(&ring->consumer_progress, gemv_started);
+        // The GEMV family decodes its operands, plans its strips and requests its constant
+        // operands BEFORE passing the gate, so that work overlaps the wait instead of following
+        // it on the layer's dependency chain. It reads nothing another task writes until then.
+        const OpContext c{&prog, &inst, rec->desc, scratch, scratch_bytes, tid, n_threads, -1,
+                          ring, q - queue_begin, epoch, op_failed, stamp};
+        op_gemv(c, pass_gate);
+      } else if (pass_gate()) {
+        // Only KV_APPEND, the attention ops and a sampling SAMPLE_ARGMAX (its draw index) read
+        // the step position: the volatile load stays off every other task's path.
+        const bool reads_position =
+            inst.op == AMK_OP_KV_APPEND || inst.op == AMK_OP_ATTENTION_TILE ||
+            inst.op == AMK_OP_ROPE_KV_ATTENTION_TILE ||
+            (inst.op == AMK_OP_SAMPLE_ARGMAX && (inst.params.flags & 2) != 0);
+        const OpContext c{&prog, &inst, rec->desc, scratch, scratch_bytes, tid, n_threads,
+                          reads_position ? read_position(prog) : -1, ring, q - queue_begin, epoch,
+                          op_failed, stamp};
+        dispatch(c);
       }
-      // Only KV_APPEND, the attention ops and a sampling SAMPLE_ARGMAX (its draw index) read
-      // the step position: the volatile load stays off every other task's path.
-      const bool reads_position = inst.op == AMK_OP_KV_APPEND ||
-                                  inst.op == AMK_OP_ATTENTION_TILE ||
-                                  inst.op == AMK_OP_ROPE_KV_ATTENTION_TILE ||
-                                  (inst.op == AMK_OP_SAMPLE_ARGMAX && (inst.params.flags & 2) != 0);
-      const OpContext c{&prog, &inst, rec->desc, scratch, scratch_bytes, tid, n_threads,
-                        reads_position ? read_position(prog) : -1, ring, q - queue_begin, epoch,
-                        op_failed, stamp};
-      if (stamp) stamp[1] = global_ns();
-      dispatch(c);
+      // Leaving on an abort: first let the record prefetch land, so that no copy is still
+      // writing this CTA's shared memory when it exits. (An op that failed before its gate
+      // leaves through the vote below.)
+      if (aborting) {
+        cp_async_wait_all();
+        return;
+      }
       // Any other op may have used the op scratch: the GEMV x cache no longer holds.
       if (tid == 0 && !gemv) ring->x_op = -1;
       // The barrier that ends the instruction doubles as the vote on an op error in this CTA
       // (each thread reads the shared flag; the failing one sees its own write). No global read
       // here: a watchdog abort or another CTA's error reaches this CTA through its spins.
-      if (consumer_any(*reinterpret_cast<volatile int*>(op_failed) != 0, n_threads)) {
+      // An op that returned without passing its gate (and without op_fail) leaves too: its
+      // signal would release readers it never waited for.
+      if (consumer_any(*reinterpret_cast<volatile int*>(op_failed) != 0 || !gate_passed,
+                       n_threads)) {
         cp_async_wait_all();
         return;
       }

@@ -187,6 +187,12 @@ __device__ __forceinline__ void build_x_vec4(const OpContext& c, const amk_buffe
 // two-pass path through shared memory.
 constexpr int kNormVecs = 2;
 
+__device__ __forceinline__ bool vec_x(const OpContext& c, const Gemv& g, int64_t base) {
+  return g.K % 4 == 0 && vec4_ok(*g.x, base) &&
+         (g.aux == nullptr ||
+          vec4_ok(*g.aux, c.inst->op == AMK_OP_RMSNORM_GEMV_TILE ? 0 : base));
+}
+
 // Step 1: activation row r -> xs (K floats in shared memory, in `layout`). Ends with a consumer
 // barrier.
 __device__ __forceinline__ void build_x(const OpContext& c, const Gemv& g, int64_t r, float* xs,
@@ -195,8 +201,7 @@ __device__ __forceinline__ void build_x(const OpContext& c, const Gemv& g, int64
   const int K = g.K;
   const int64_t base = r * K;
   float4* xs4 = reinterpret_cast<float4*>(xs);
-  const bool vec = K % 4 == 0 && vec4_ok(*g.x, base) &&
-                   (g.aux == nullptr || vec4_ok(*g.aux, op == AMK_OP_RMSNORM_GEMV_TILE ? 0 : base));
+  const bool vec = vec_x(c, g, base);
   if (op == AMK_OP_SILU_MUL_GEMV_TILE || op == AMK_OP_SILU_MUL_GEMV_ADD_TILE) {
     if (vec)
       build_x_vec4(c, *g.x, base / 4, *g.aux, base / 4, K / 4, xs4, layout,
@@ -207,9 +212,10 @@ __device__ __forceinline__ void build_x(const OpContext& c, const Gemv& g, int64
   } else if (op == AMK_OP_RMSNORM_GEMV_TILE && vec && K / 4 <= kNormVecs * c.n_threads) {
     // The row and the norm weight requested together: one L2 round trip after the wait, not two
     // (the weight's used to follow the sum). The row goes to xs as it arrives; the weight waits
-    // in registers for the sum. The sum of squares runs over each thread's vectors, then
-    // block_sum: fp32 rounding noise against RMSNORM's order (docs/OPCODES.md), the same bound
-    // as the GEMV's own sum.
+    // in registers for the sum. (Requesting the weight before the task's gate gains nothing:
+    // both are L2 hits issued together, and the 256-thread build spills them across the gate.)
+    // The sum of squares runs over each thread's vectors, then block_sum: fp32 rounding noise
+    // against RMSNORM's order (docs/OPCODES.md), the same bound as the GEMV's own sum.
     const int n4 = K / 4;
     float4 w[kNormVecs];
     float s = 0.0f;
@@ -450,43 +456,78 @@ __device__ __forceinline__ int strip_period(int S, int n_warps, bool bf16) {
   return bf16 ? gemv_strip_period(S, n_warps) : 0;  // F32 weights: the oracle's path, not a fast one
 }
 
-// One tile's chunks, strips of warp `warp`. P > 0: the segment pattern repeats every P strips and
-// x stays in registers; P == 0: any pattern, x from shared memory.
+// Warp `warp`'s share of every chunk of a tile, worked out before the task's gate (all the
+// divisions are here): for P > 0, strip slot p < P of a batch is a segment of row first_row[p]
+// (+ R rows per period), the lane reading byte byte0[p] of it (-1: past the row's end); for
+// P == 0 the first strip's (row, segment) and the carries from strip to strip.
+constexpr int kMaxStripPeriod = 4;
+// Pairs of small non-negative ints (rows, segments, byte offsets < 2^15) share a register: the
+// plan lives across the gate's spin, and the 256-thread build spills what does not fit.
+struct Pair16 {
+  uint32_t v = 0;
+  __device__ __forceinline__ static Pair16 of(int hi, int lo) {
+    return {(uint32_t(hi) << 16) | (uint32_t(lo) & 0xffffu)};
+  }
+  __device__ __forceinline__ int hi() const { return int(v >> 16); }
+  __device__ __forceinline__ int lo() const { return int(int16_t(v & 0xffffu)); }  // -1 survives
+};
+struct StripPlan {
+  int S = 0, cols = 0, P = 0, R = 0;
+  Pair16 slot[kMaxStripPeriod];  // (first_row, byte0) of slot p < P
+  Pair16 warp0, step, batch;     // P == 0: (rows, segments) of the first strip and the carries
+};
+__device__ __forceinline__ StripPlan strip_plan(const OpContext& c, const RingTile& t, bool bf16) {
+  StripPlan sp;
+  const int warp = c.tid >> 5, lane = c.tid & 31, W = c.n_threads >> 5;
+  sp.cols = int(t.row_bytes / 16);
+  sp.S = int(gemv_strips_per_row(t.row_bytes));
+  sp.P = strip_period(sp.S, W, bf16);
+  const int S = sp.S;
+  // Constant indices only (unrolled, guarded by P), so the plan stays in registers.
+#pragma unroll
+  for (int p = 0; p < kMaxStripPeriod; ++p) {
+    const int q = warp + p * W;
+    const int seg = q % S, v = seg * 32 + lane;
+    sp.slot[p] = Pair16::of(q / S, p < sp.P && v < sp.cols ? v * 16 : -1);
+  }
+  sp.R = sp.P * W / S;  // exact for P > 0
+  constexpr int kBatch0 = 8;  // the P == 0 batch
+  sp.warp0 = Pair16::of(warp / S, warp % S);
+  sp.step = Pair16::of(W / S, W % S);
+  sp.batch = Pair16::of(kBatch0 * W / S, kBatch0 * W % S);
+  return sp;
+}
+
+// One tile's chunks, strips of warp `warp` as `sp` planned them. P > 0: the segment pattern
+// repeats every P strips and x stays in registers; P == 0: any pattern, x from shared memory.
 template <bool kBf16, int P>
 __device__ __forceinline__ bool gemv_strips(const OpContext& c, const RingTile& t, const XView& xs,
-                                            float* part, RingCursor cur) {
+                                            float* part, RingCursor cur, const StripPlan& sp) {
   constexpr int kBatch = P == 0 ? 8 : (8 / P) * P;
   const WeightRing& ring = *c.ring;
   const int warp = c.tid >> 5, lane = c.tid & 31, W = c.n_threads >> 5;
-  const int cols = int(t.row_bytes / 16);
-  const int S = int(gemv_strips_per_row(t.row_bytes));
+  const int cols = sp.cols, S = sp.S;
   const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
   // Slot k of batch b (P > 0) is strip q = warp + (b kBatch + k) W: segment seg[k % P], row
   // first_row[k % P] + (b kBatch / P + k / P) R, since every P strips of a warp cover P W strips, a
-  // whole number R = P W / S of rows. Its lane reads the row's vector seg * 32 + lane at byte
-  // byte0[k % P] (-1: past the row's end, the lane idles).
+  // whole number R = P W / S of rows. Its lane reads the row's vector at byte byte0[k % P].
   constexpr int kP = P > 0 ? P : 1;
-  int first_row[kP], byte0[kP];
   float4 xa[kP], xb[kP];
-  const int R = P * W / S;  // exact for P > 0
+  const int R = sp.R;
   if constexpr (P > 0) {
 #pragma unroll
     for (int p = 0; p < P; ++p) {
-      const int q = warp + p * W;
-      const int seg = q % S, v = seg * 32 + lane;
-      first_row[p] = q / S;
-      byte0[p] = v < cols ? v * 16 : -1;
-      xa[p] = v < cols ? xs.a[v] : zero;
-      xb[p] = v < cols && kBf16 ? xs.b[v] : zero;
+      const int byte0 = sp.slot[p].lo(), v = byte0 >> 4;
+      xa[p] = byte0 >= 0 ? xs.a[v] : zero;
+      xb[p] = byte0 >= 0 && kBf16 ? xs.b[v] : zero;
     }
   }
   // P == 0: strip q's (row, segment) are carried from slot to slot and batch to batch by adding
-  // W (and kBatch W) strips with a carry, so the loop divides by S only here, once a tile (the
-  // divisions per slot made the shared-x path ~3x slower per chunk: 224 threads measured 2121
-  // against 1505 us on llama-3.2-1b).
-  const int step_rows = W / S, step_segs = W % S;
-  const int batch_rows = kBatch * W / S, batch_segs = kBatch * W % S;
-  const int warp_row = warp / S, warp_seg = warp % S;
+  // W (and kBatch W) strips with a carry, so the loop never divides (the divisions per slot made
+  // the shared-x path ~3x slower per chunk: 224 threads measured 2121 against 1505 us on
+  // llama-3.2-1b).
+  const int step_rows = sp.step.hi(), step_segs = sp.step.lo();
+  const int batch_rows = sp.batch.hi(), batch_segs = sp.batch.lo();
   // The strip whose warp sum this lane writes: slot (lane >> 2) & 7 of each batch.
   const int my_slot = (lane >> 2) & 7;
   const bool writer = (lane & 3) == 0 && my_slot < kBatch;
@@ -500,7 +541,7 @@ __device__ __forceinline__ bool gemv_strips(const OpContext& c, const RingTile& 
     }
     const uint32_t stage = ring.stage_base_smem + uint32_t(cur.stage) * uint32_t(ring.chunk_bytes);
     float* chunk_part = part + int64_t(row0) * S;
-    int b_row = warp_row, b_seg = warp_seg;  // P == 0: slot 0's strip of batch b
+    int b_row = sp.warp0.hi(), b_seg = sp.warp0.lo();  // P == 0: slot 0's strip of batch b
     for (int b = 0;; ++b) {
       // Strips of this batch: q = warp + (b kBatch + k) W.
       const int q0 = warp + b * kBatch * W;
@@ -515,8 +556,8 @@ __device__ __forceinline__ bool gemv_strips(const OpContext& c, const RingTile& 
       for (int k = 0; k < kBatch; ++k) {
         int lane_off;
         if constexpr (P > 0) {
-          row = first_row[k % P] + (b * (kBatch / P) + k / P) * R;
-          lane_off = byte0[k % P];
+          row = sp.slot[k % P].hi() + (b * (kBatch / P) + k / P) * R;
+          lane_off = sp.slot[k % P].lo();
         } else {
           vec[k] = seg * 32 + lane;
           lane_off = vec[k] < cols ? vec[k] * 16 : -1;
@@ -569,18 +610,18 @@ __device__ __forceinline__ bool gemv_strips(const OpContext& c, const RingTile& 
 template <bool kBf16>
 __device__ __forceinline__ bool gemv_from_ring(const OpContext& c, const Gemv& g,
                                                const RingTile& t, const XView& xs, float* part,
-                                               RingCursor cur, const EarlyAddends& early) {
-  const int S = int(gemv_strips_per_row(t.row_bytes));
+                                               RingCursor cur, const StripPlan& sp,
+                                               const EarlyAddends& early) {
   bool ok;
-  switch (strip_period(S, c.n_threads >> 5, kBf16)) {
-    case 1: ok = gemv_strips<kBf16, 1>(c, t, xs, part, cur); break;
-    case 2: ok = gemv_strips<kBf16, 2>(c, t, xs, part, cur); break;
-    case 3: ok = gemv_strips<kBf16, 3>(c, t, xs, part, cur); break;
-    case 4: ok = gemv_strips<kBf16, 4>(c, t, xs, part, cur); break;
-    default: ok = gemv_strips<kBf16, 0>(c, t, xs, part, cur); break;
+  switch (sp.P) {
+    case 1: ok = gemv_strips<kBf16, 1>(c, t, xs, part, cur, sp); break;
+    case 2: ok = gemv_strips<kBf16, 2>(c, t, xs, part, cur, sp); break;
+    case 3: ok = gemv_strips<kBf16, 3>(c, t, xs, part, cur, sp); break;
+    case 4: ok = gemv_strips<kBf16, 4>(c, t, xs, part, cur, sp); break;
+    default: ok = gemv_strips<kBf16, 0>(c, t, xs, part, cur, sp); break;
   }
   mark_body_end(c);
-  return finish_rows(c, g, 0, part, S, !ok, early);
+  return finish_rows(c, g, 0, part, sp.S, !ok, early);
 }
 
 // Step 2 from global memory for activation row r: warps take whole rows.
@@ -610,7 +651,13 @@ __device__ __forceinline__ void gemv_from_global(const OpContext& c, const Gemv&
 
 }  // namespace gemv_detail
 
-__device__ inline void op_gemv(const OpContext& c) {
+// The op, around its task's gate: `pass_gate()` waits for the task's inputs (the megakernel's
+// run_consumers; false on every consumer thread when the launch aborts, and the op returns).
+// Everything before it reads only the task record and the CTA's own ring state, so its cost
+// overlaps the wait instead of lengthening the layer's dependency chain: operand checks, the
+// ring's chunking, the strip plan's divisions.
+template <typename Gate>
+__device__ inline void op_gemv(const OpContext& c, Gate&& pass_gate) {
   using namespace gemv_detail;
   Gemv g;
   if (const int err = resolve(c, g)) {
@@ -631,28 +678,27 @@ __device__ inline void op_gemv(const OpContext& c) {
       op_fail(c, kScratchTooSmall);
       return;
     }
-    const EarlyAddends early = early_addends(c, g, 0);
+    const StripPlan sp = strip_plan(c, t, g.w_bf16);
     WeightRing& ring = *c.ring;
-    // Every thread reads the cursor BEFORE build_x's barrier; thread 0 stores the advanced one
-    // after it, so no thread can read a cursor already moved past this tile.
+    // Every thread reads the cursor before finish_rows' barrier; thread 0 stores the advanced
+    // one after it, so no thread can read a cursor already moved past this tile.
     const RingCursor start{ring.consumer_stage, ring.consumer_phase};
     // x is a pure function of (op, x, fused operand) within a step: buffers have one writer
     // per step and a page is reused only after all its readers (this CTA's tasks included) are
     // done. So a CTA's consecutive tiles of one projection build x once. Every thread reads the
-    // key before build_x's barrier; thread 0 rewrites it only after that barrier.
+    // key before finish_rows' barrier; thread 0 rewrites it only after that barrier.
     const int in1 = gemv_weight_input(c.inst->op) == 2 ? c.inst->inputs[1] : -1;
     // The key holds the layout too (bit 8): a tile of another weight dtype lays x out anew.
     const int x_key = c.inst->op | (layout.split ? 0x100 : 0);
     const bool x_ready = ring.x_op == x_key && ring.x_in0 == c.inst->inputs[0] &&
                          ring.x_in1 == in1 && ring.x_epoch == c.epoch;
-    if (!x_ready)
-      build_x(c, g, 0, xs, red, layout);
-    else
-      consumer_sync(c.n_threads);  // the cursor reads above precede thread 0's update below
+    if (!pass_gate()) return;
+    const EarlyAddends early = early_addends(c, g, 0);  // the residual: after the gate
+    if (!x_ready) build_x(c, g, 0, xs, red, layout);
     mark_body_begin(c);
     const XView xv = x_view(xs, layout);
-    const bool ok = g.w_bf16 ? gemv_from_ring<true>(c, g, t, xv, part, start, early)
-                             : gemv_from_ring<false>(c, g, t, xv, part, start, early);
+    const bool ok = g.w_bf16 ? gemv_from_ring<true>(c, g, t, xv, part, start, sp, early)
+                             : gemv_from_ring<false>(c, g, t, xv, part, start, sp, early);
     if (ok && c.tid == 0) {
       ring.x_op = x_key;
       ring.x_in0 = c.inst->inputs[0];
@@ -666,6 +712,7 @@ __device__ inline void op_gemv(const OpContext& c) {
     }
     return;
   }
+  if (!pass_gate()) return;
   if (c.tid == 0) c.ring->x_op = -1;  // read by no thread before the op's end barrier
   for (int64_t r = 0; r < g.rows; ++r) {
     build_x(c, g, r, xs, red, layout);

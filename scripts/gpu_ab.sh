@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Runs ON THE GPU MACHINE: the same checkpoints timed by several `amk` binaries, interleaved
+# (A B C A B C ...) so that clock and thermal drift fall on every binary alike. The measured way
+# to keep or revert a change to the megakernel: build the old and the new binary here, carry
+# both, compare in one run. Every timing is checked against the CPU reference first (a FAIL or
+# NaN shows in the table, never a bare time).
+#
+#   scripts/gpu_ab.sh [--rounds N] --preset NAME [--preset NAME ...] BIN... [-- BENCH_ARGS...]
+#
+# BIN: paths of amk binaries (the first one also generates the presets, once, under /tmp); each
+# finds its shared libraries in lib/ beside it (scripts/gpu_pack.sh's layout).
+# Writes $OUT/ab.tsv (preset, binary, round, µs/token, % of floor, check) and prints the median
+# per (preset, binary) with its ratio to the first binary.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+rounds=2 presets=() bins=() extra=()
+while (($#)); do
+  case "$1" in
+    --rounds) rounds="${2:?}"; shift 2 ;;
+    --preset) presets+=("${2:?}"); shift 2 ;;
+    --) shift; extra=("$@"); break ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) bins+=("$1"); shift ;;
+  esac
+done
+((${#presets[@]} && ${#bins[@]})) || { sed -n '2,13p' "$0"; exit 2; }
+out="${OUT:-$PWD/gpu-ab-out}"
+mkdir -p "$out"
+tsv="$out/ab.tsv"
+printf 'preset\tbinary\tround\tus_per_token\tpct_of_floor\tcheck\n' >"$tsv"
+for preset in "${presets[@]}"; do
+  dir="/tmp/amk-ab-$preset"
+  for ((r = 0; r < rounds; ++r)); do
+    for b in "${bins[@]}"; do
+      chmod +x "$b" 2>/dev/null
+      json=$(mktemp /tmp/amk-ab.XXXXXX.json)
+      timeout 240 env LD_LIBRARY_PATH="$(dirname "$b")/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$b" bench --preset "$preset" --preset-dir "$dir" --context 512 --results /dev/null --json "$json" \
+        --check-positions 0 65 "${extra[@]}" >"$out/log-$preset-$(basename "$b")-$r.txt" 2>&1
+      python3 - "$json" "$preset" "$b" "$r" >>"$tsv" <<'PY'
+import json, sys
+try:
+    j = json.load(open(sys.argv[1]))
+    print(f"{sys.argv[2]}\t{sys.argv[3]}\t{sys.argv[4]}\t{j.get('median_us_per_token', float('nan')):.1f}\t"
+          f"{j.get('pct_of_floor', float('nan')):.1f}\t{j.get('check', '?')}")
+except Exception as e:
+    print(f"{sys.argv[2]}\t{sys.argv[3]}\t{sys.argv[4]}\tnan\tnan\tERROR {type(e).__name__}")
+PY
+      rm -f "$json"
+    done
+  done
+done
+python3 - "$tsv" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+print(f"{'preset':14s} {'binary':28s} {'median us':>10s} {'vs first':>9s}  runs (check)")
+for preset in dict.fromkeys(r["preset"] for r in rows):
+    base = None
+    for b in dict.fromkeys(r["binary"] for r in rows if r["preset"] == preset):
+        rs = [r for r in rows if r["preset"] == preset and r["binary"] == b]
+        ok = all(r["check"] == "PASS" for r in rs)
+        vals = [float(r["us_per_token"]) for r in rs]
+        med = statistics.median(vals) if ok else float("nan")
+        base = med if base is None else base
+        runs = " ".join(f"{v:.1f}" for v in vals)
+        print(f"{preset:14s} {b[-28:]:28s} {med:10.1f} {med / base:9.3f}  {runs} ({'PASS' if ok else 'FAIL'})")
+PY
