@@ -5,18 +5,21 @@
 # line (the build has -lineinfo), so scripts/stalls_report.py can sum them by op and by reason
 # here, without ncu.
 #
-#   scripts/gpu_stalls.sh --prebuilt DIR [--config FILE] PRESET...
+#   scripts/gpu_stalls.sh --prebuilt DIR [--config FILE] [--long] PRESET...
 #
+# --long profiles a launch at positions 448-511 of a 1024-token context (attention over ~480
+# keys) instead of one at positions 64-127.
 # Writes $OUT/stalls-PRESET.tgz (raw metrics CSV, the source page CSV, the details page) per
 # preset. The clocks are left alone (--clock-control none: METHOD.md).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-prebuilt="" config=""
+prebuilt="" config="" long=0
 presets=()
 while (($#)); do
   case "$1" in
     --prebuilt) prebuilt="${2:?--prebuilt needs a directory}"; shift 2 ;;
     --config) config="${2:?--config needs a file}"; shift 2 ;;
+    --long) long=1; shift ;;
     -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) presets+=("$1"); shift ;;
   esac
@@ -33,11 +36,13 @@ for preset in "${presets[@]}"; do
   mkdir -p "$d"
   # The check's launch (position 0) and the first warm-up launch are skipped: the profiled
   # launch is the second warm-up one, 64 steps of a warm step.
-  timeout 300 ncu --clock-control none --kernel-name regex:amk_megakernel --launch-skip 2 \
+  skip=2 context=512 warmup=128
+  ((long)) && skip=8 context=1024 warmup=512
+  timeout 300 ncu --clock-control none --kernel-name regex:amk_megakernel --launch-skip $skip \
     --launch-count 1 --section WarpStateStats --section SourceCounters --section LaunchStats \
     --import-source no -f -o "$d/rep" \
     "$prebuilt/amk" bench --preset "$preset" --preset-dir "$work/model-$preset" \
-    ${config:+--config "$config"} --context 512 --check-positions 0 --warmup 128 --tokens 64 \
+    ${config:+--config "$config"} --context $context --check-positions 0 --warmup $warmup --tokens 64 \
     --results /dev/null >"$d/ncu.log" 2>&1 || { echo "gpu_stalls: $preset failed"; tail -20 "$d/ncu.log"; rc=1; }
   if [[ -f "$d/rep.ncu-rep" ]]; then
     ncu -i "$d/rep.ncu-rep" --page raw --csv >"$d/raw.csv" 2>&1

@@ -35,16 +35,14 @@ constexpr int kMaxTxBytes = (1 << 20) - 16;  // an mbarrier's tx-count is 20 bit
 
 extern __shared__ __align__(128) uint8_t amk_dynamic_smem[];
 
-// Every op but the GEMV family, which run_consumers calls itself (it passes the gate in the
-// middle of the op: op_gemv's comment).
+// Every op but the GEMV family and the attention tiles, which run_consumers calls itself (they
+// pass the task's gate in the middle of the op: op_gemv's comment).
 __device__ __forceinline__ void dispatch(const OpContext& c) {
   switch (static_cast<amk_opcode_t>(c.inst->op)) {
     case AMK_OP_NOP: break;
     case AMK_OP_COPY: op_copy(c); break;
     case AMK_OP_EMBED: op_embed(c); break;
     case AMK_OP_RMSNORM: op_rmsnorm(c); break;
-    case AMK_OP_ATTENTION_TILE:
-    case AMK_OP_ROPE_KV_ATTENTION_TILE: op_attention_tiles(c); break;
     case AMK_OP_ROPE:
     case AMK_OP_ROPE_FREQ: op_rope(c); break;
     case AMK_OP_SILU_MUL: op_silu_mul(c); break;
@@ -68,11 +66,6 @@ __device__ __forceinline__ void finish_decode_step(const amk_program_t& prog, in
   }
 }
 
-__device__ __forceinline__ int32_t read_position(const amk_program_t& prog) {
-  if (prog.pos_buffer < 0) return -1;
-  // Volatile: the sink of the previous step (another SM) changed it; never a stale L1 line.
-  return *static_cast<volatile const int32_t*>(prog.buffers[prog.pos_buffer].ptr);
-}
 
 
 static_assert(sizeof(amk_task_record_t) % 16 == 0, "task records are staged in 16-byte vectors");
@@ -153,22 +146,27 @@ __device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_tas
         gate_passed = true;
         return true;
       };
-      if (gemv) {
-        // The GEMV family decodes its operands, plans its strips and requests its constant
-        // operands BEFORE passing the gate, so that work overlaps the wait instead of following
-        // it on the layer's dependency chain. It reads nothing another task writes until then.
+      const bool attention =
+          inst.op == AMK_OP_ATTENTION_TILE || inst.op == AMK_OP_ROPE_KV_ATTENTION_TILE;
+      if (gemv || attention) {
+        // The GEMV family and the attention tiles check their operands (and plan their strips,
+        // or take RoPE's frequencies) BEFORE passing the gate, so that work overlaps the wait
+        // instead of following it on the layer's dependency chain. They read nothing another
+        // task writes (the step position included) until then.
         const OpContext c{&prog, &inst, rec->desc, scratch, scratch_bytes, tid, n_threads, -1,
                           ring, q - queue_begin, epoch, op_failed, stamp};
-        op_gemv(c, pass_gate);
+        if (gemv)
+          op_gemv(c, pass_gate);
+        else
+          op_attention_tiles(c, pass_gate);
       } else if (pass_gate()) {
-        // Only KV_APPEND, the attention ops and a sampling SAMPLE_ARGMAX (its draw index) read
-        // the step position: the volatile load stays off every other task's path.
+        // Only KV_APPEND and a sampling SAMPLE_ARGMAX (its draw index) read the step position
+        // here: the volatile load stays off every other task's path.
         const bool reads_position =
-            inst.op == AMK_OP_KV_APPEND || inst.op == AMK_OP_ATTENTION_TILE ||
-            inst.op == AMK_OP_ROPE_KV_ATTENTION_TILE ||
+            inst.op == AMK_OP_KV_APPEND ||
             (inst.op == AMK_OP_SAMPLE_ARGMAX && (inst.params.flags & 2) != 0);
         const OpContext c{&prog, &inst, rec->desc, scratch, scratch_bytes, tid, n_threads,
-                          reads_position ? read_position(prog) : -1, ring, q - queue_begin, epoch,
+                          reads_position ? step_position(prog) : -1, ring, q - queue_begin, epoch,
                           op_failed, stamp};
         dispatch(c);
       }

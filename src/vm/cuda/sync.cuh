@@ -64,22 +64,32 @@ __device__ __forceinline__ uint32_t wait_target(const amk_program_t& prog, int c
   return epoch * prog.counter_step_increment[counter] + uint32_t(threshold);
 }
 
-// Thread 0's spin on one counter: exponential back-off 32 ns .. 256 ns, the abort flag polled
-// every AbortPoll::kAbortPollRounds rounds (so a round is one L2 read, not two in series). The
-// cap is the latency added to a wait that is satisfied mid-sleep, on every hop of the layer's
-// dependency chain; 132 pollers at one L2 read per 256 ns are negligible traffic.
-// False when the launch is being aborted.
+// Thread 0's spin on one counter. Each poll is one L2 round trip (0.3-1.5 us), which already
+// paces it: the first kBusyPolls polls follow each other without a sleep, since a sleep that
+// the signal lands in is added whole to a hop of the layer's dependency chain (the 32-256 ns
+// back-off cost ~0.1-0.2 us a hop). Past them (a task waiting out a whole level or step), an
+// exponential back-off up to 256 ns. The abort flag is polled every AbortPoll::kAbortPollRounds
+// rounds (so a round is one L2 read, not two in series). False when the launch is being aborted.
 __device__ __forceinline__ bool spin_until_reached(const amk_program_t& prog, int counter,
                                                    uint32_t target) {
+  constexpr unsigned kBusyPolls = 256;
   const uint32_t* addr = prog.counters + counter;
   unsigned sleep_ns = 32;
   AbortPoll poll;
   while (load_acquire_gpu(addr) < target) {
     if (poll.aborting(prog)) return false;
+    if (poll.rounds < kBusyPolls) continue;
     __nanosleep(sleep_ns);
     if (sleep_ns < 256) sleep_ns <<= 1;
   }
   return true;
+}
+
+// The step position (-1 for programs without one). Read only after the task's gate: the sink of
+// the previous step (another SM) advanced it. Volatile: never a stale L1 line.
+__device__ __forceinline__ int32_t step_position(const amk_program_t& prog) {
+  if (prog.pos_buffer < 0) return -1;
+  return *static_cast<volatile const int32_t*>(prog.buffers[prog.pos_buffer].ptr);
 }
 
 // Thread 0's memory of the last counter it saw reach a value. Counters only grow, so a wait

@@ -32,18 +32,33 @@ __device__ __forceinline__ float default_rope_inv_freq(float theta, int i, int h
   return __fdiv_rn(1.0f, power);
 }
 
-// cos/sin of the angles pos * inv_freq[i], i < half, into op scratch (each thread its share;
-// the caller barriers before reading them). inv_freq is `table` (ROPE_FREQ) or ROPE's default of
-// `theta`. False on a thread that read a non-finite table entry.
-__device__ __forceinline__ bool rope_angles(const OpContext& c, float pos,
-                                            const amk_buffer_t* table, float theta, int half,
-                                            double* cos_t, double* sin_t) {
+// inv_freq[i] for i < half into freq[i] (each thread its share: i = tid, tid + n_threads, ...):
+// `table` (ROPE_FREQ) or ROPE's default of `theta`. Position-independent, so an op may run it
+// before its task's gate. False on a thread that read a non-finite table entry.
+__device__ __forceinline__ bool rope_inv_freqs(const OpContext& c, const amk_buffer_t* table,
+                                               float theta, int half, double* freq) {
   bool finite = true;
   for (int i = c.tid; i < half; i += c.n_threads) {
     const float inv_freq = table ? load_f(*table, i) : default_rope_inv_freq(theta, i, half);
     finite &= isfinite(inv_freq);
-    sincos(double(__fmul_rn(pos, inv_freq)), &sin_t[i], &cos_t[i]);
+    freq[i] = double(inv_freq);
   }
+  return finite;
+}
+// cos/sin of the angles pos * inv_freq[i], i < half, where cos_t[i] holds inv_freq[i] (from
+// rope_inv_freqs on the same thread: the same i's) and is overwritten by the cosine. The caller
+// barriers before other threads read the table.
+__device__ __forceinline__ void rope_angles_at(const OpContext& c, float pos, int half,
+                                               double* cos_t, double* sin_t) {
+  for (int i = c.tid; i < half; i += c.n_threads)
+    sincos(double(__fmul_rn(pos, float(cos_t[i]))), &sin_t[i], &cos_t[i]);
+}
+// Both: the angles' table in op scratch. False on a thread that read a non-finite table entry.
+__device__ __forceinline__ bool rope_angles(const OpContext& c, float pos,
+                                            const amk_buffer_t* table, float theta, int half,
+                                            double* cos_t, double* sin_t) {
+  const bool finite = rope_inv_freqs(c, table, theta, half, cos_t);
+  rope_angles_at(c, pos, half, cos_t, sin_t);
   return finite;
 }
 
