@@ -57,6 +57,16 @@ TEST(DefaultScheduleConfig, Llama32_1bOnH100) {
             -1);
 }
 
+// Consumer threads: 6 warps where every GEMV row is short and its 32-vector strips divide 6
+// (smollm2-135m: hidden 576 -> 1152-byte rows, 3 strips; FFN 1536 -> 6 strips), 8 elsewhere
+// (qwen3-0.6b: FFN 3072 -> 12 strips; llama-3.2-1b: 8 and 32 strips).
+TEST(DefaultScheduleConfig, ShortRowsSplitOverSixWarpsTakeTheLeanBuild) {
+  EXPECT_EQ(default_schedule_config(preset("smollm2-135m"), h100(), 512).threads_per_block, 192);
+  EXPECT_EQ(default_schedule_config(preset("qwen3-0.6b"), h100(), 512).threads_per_block, 256);
+  EXPECT_EQ(default_schedule_config(preset("llama-3.2-1b"), h100(), 512).threads_per_block, 256);
+  EXPECT_EQ(default_schedule_config(preset("llama-3.1-8b"), h100(), 512).threads_per_block, 256);
+}
+
 // Every preset: the derived program validates, and each streaming level has between half the
 // SMs and the SMs plus one ragged tile per projection.
 TEST(DefaultScheduleConfig, EveryLevelUsesAboutEverySm) {

@@ -157,7 +157,10 @@ TEST(SimFit, RecoversKnownConstantsFromMeasurementsTheSimulatorMade) {
   truth.hop_us = 1.7;
   std::vector<SimCase> cases;
   const ModelConfig m = parse_model_config(model_preset_config("smollm2-135m", "bfloat16"), "s");
-  const ScheduleConfig base = default_schedule_config(m, h100(), 512);
+  ScheduleConfig base = default_schedule_config(m, h100(), 512);
+  // The fit is the subject, not the derived default: the landscape this test's evaluation
+  // budget was set for (256 threads; the derived default gives smollm2 192 since 2026-11-24).
+  base.threads_per_block = 256;
   std::vector<ScheduleConfig> configs{base};
   ScheduleConfig c = base;
   c.tiling = {{"gemv", {{"N_tile", 64}}}};

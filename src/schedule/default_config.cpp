@@ -7,6 +7,7 @@
 
 #include "amk/lowering.h"
 #include "amk/model_config.h"
+#include "vm/cuda/ops/gemv_strips.h"
 
 namespace amk {
 
@@ -49,7 +50,19 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   c.sm_assignment = std::string("critical_path");
   c.pipelining_depth = 4;
   c.page_allocation = "graph_color";
-  c.threads_per_block = 256;
+  // Consumer warps: 8 (256 threads), except for models whose GEMV rows are all short and split
+  // evenly over 6 warps (every row's 32-vector strips a divisor of 6: each warp meets one strip
+  // period, ops/gemv_strips.h). Their steps are chains of small tasks, bound by each task's
+  // instruction latency; 192 threads take the 224-thread build, which never spills (the
+  // 256-thread one does, and every spill reload after a counter wait goes to L2). Measured on
+  // the H100 (bench/RESULTS.md, 2026-11-24): smollm2-135m 1170 -> 1011 us (-13.6 %); where
+  // rows are long, fewer warps lose (qwen3-0.6b +1.8 % and llama-3.2-1b +25 % at 224).
+  const auto strips = [](int64_t k) { return cuda::gemv_strips_per_row(2 * k); };  // BF16 rows
+  const int64_t widest = std::max(m.hidden_size, m.intermediate_size);
+  c.threads_per_block = widest <= 1536 && 6 % strips(m.hidden_size) == 0 &&
+                                6 % strips(m.intermediate_size) == 0
+                            ? 192
+                            : 256;
   c.stream_bytes_in_flight = 32768;
   // The weight ring one 32 KiB stage short of what fits: 35 KiB of the opt-in left unused. The
   // GPU autoresearch campaigns found it first (smem_bytes_per_block 196608 on the H100) and a
