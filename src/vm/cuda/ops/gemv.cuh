@@ -117,7 +117,8 @@ __device__ __forceinline__ int resolve(const OpContext& c, Gemv& g) {
   g.out = &out_buf(c, 0);
 
   if (last_dim(*g.x) != g.K) return kBadX;
-  g.rows = g.x->numel / g.K;
+  // One activation row (decode) without a 64-bit division: these checks run on every task.
+  g.rows = g.x->numel == g.K ? 1 : g.x->numel / g.K;
   const amk_buffer_t& W = *g.W;
   if (W.rank != 2 || W.shape[1] != g.K || int64_t(g.n_off) + g.N_tile > W.shape[0])
     return kBadWeight;
@@ -125,7 +126,7 @@ __device__ __forceinline__ int resolve(const OpContext& c, Gemv& g) {
   g.w_bf16 = W.dtype == AMK_DTYPE_BF16;
   if (g.bias && g.bias->numel != W.shape[0]) return kBadBias;
   g.out_cols = last_dim(*g.out);
-  if (g.out_cols < int64_t(g.n_off) + g.N_tile || g.out->numel / g.out_cols != g.rows)
+  if (g.out_cols < int64_t(g.n_off) + g.N_tile || g.out->numel != g.rows * g.out_cols)
     return kBadOutput;
   if (op == AMK_OP_RMSNORM_GEMV_TILE &&
       (p.hidden != g.K || g.aux->numel != g.K || !(p.eps >= 0.0f)))
@@ -450,10 +451,23 @@ __device__ __forceinline__ float warp_sum8(float (&v)[8], int lane) {
   return s;
 }
 
+// a / b and a % b for 0 <= a < 2^12, 1 <= b <= 2^10 (strip, warp and row counts): one
+// reciprocal and a multiply instead of the ~25 dependent instructions of an integer division.
+// Exact: a / b is at least 1 / b away from the next integer, far more than the float error
+// at these magnitudes, and the +0.5 keeps exact quotients off the boundary.
+struct SmallDiv {
+  int q, r;
+};
+__device__ __forceinline__ SmallDiv small_divmod(int a, int b) {
+  const int q = __float2int_rz(__fdividef(float(a) + 0.5f, float(b)));
+  return {q, a - q * b};
+}
+
 // The period of warp w's segments (see above, gemv_strips.h), or 0 when x should come from
 // shared memory.
 __device__ __forceinline__ int strip_period(int S, int n_warps, bool bf16) {
-  return bf16 ? gemv_strip_period(S, n_warps) : 0;  // F32 weights: the oracle's path, not a fast one
+  if (!bf16) return 0;  // F32 weights: the oracle's path, not a fast one
+  return gemv_strip_period_with(S, n_warps, [](int a, int b) { return small_divmod(a, b).r; });
 }
 
 // Warp `warp`'s share of every chunk of a tile, worked out before the task's gate (all the
@@ -486,15 +500,17 @@ __device__ __forceinline__ StripPlan strip_plan(const OpContext& c, const RingTi
   // Constant indices only (unrolled, guarded by P), so the plan stays in registers.
 #pragma unroll
   for (int p = 0; p < kMaxStripPeriod; ++p) {
-    const int q = warp + p * W;
-    const int seg = q % S, v = seg * 32 + lane;
-    sp.slot[p] = Pair16::of(q / S, p < sp.P && v < sp.cols ? v * 16 : -1);
+    const SmallDiv d = small_divmod(warp + p * W, S);
+    const int v = d.r * 32 + lane;
+    sp.slot[p] = Pair16::of(d.q, p < sp.P && v < sp.cols ? v * 16 : -1);
   }
-  sp.R = sp.P * W / S;  // exact for P > 0
+  sp.R = small_divmod(sp.P * W, S).q;  // exact for P > 0
   constexpr int kBatch0 = 8;  // the P == 0 batch
-  sp.warp0 = Pair16::of(warp / S, warp % S);
-  sp.step = Pair16::of(W / S, W % S);
-  sp.batch = Pair16::of(kBatch0 * W / S, kBatch0 * W % S);
+  const SmallDiv w0 = small_divmod(warp, S), st = small_divmod(W, S),
+                 ba = small_divmod(kBatch0 * W, S);
+  sp.warp0 = Pair16::of(w0.q, w0.r);
+  sp.step = Pair16::of(st.q, st.r);
+  sp.batch = Pair16::of(ba.q, ba.r);
   return sp;
 }
 

@@ -9,18 +9,18 @@ namespace amk::cuda {
 constexpr long long gemv_strips_per_row(long long row_bytes) { return (row_bytes / 16 + 31) / 32; }
 
 // Warp w's strips of a chunk with S 32-vector strips per row and W consumer warps have segments
-// (w + i W) mod S, which repeat with period P = S / gcd(S, W). P <= 4: the x slices a lane meets
-// stay in its registers (the fast path); otherwise 0: x is read from shared memory per strip.
+// (w + i W) mod S, which repeat with period P = S / gcd(S, W): the smallest p with S | p W. P <= 4:
+// the x slices a lane meets stay in its registers (the fast path); otherwise 0: x is read from
+// shared memory per strip. `mod(a, b)` is a % b (the device passes a division-free one).
+template <typename Mod>
+constexpr int gemv_strip_period_with(int S, int n_warps, Mod mod) {
+  if (S < 1 || n_warps < 1) return 0;
+  for (int p = 1; p <= 4; ++p)
+    if (mod(p * n_warps, S) == 0) return p;
+  return 0;
+}
 constexpr int gemv_strip_period(int S, int n_warps) {
-  int a = S, b = n_warps;
-  while (b != 0) {
-    const int t = a % b;
-    a = b;
-    b = t;
-  }
-  if (a <= 0) return 0;
-  const int P = S / a;
-  return P <= 4 ? P : 0;
+  return gemv_strip_period_with(S, n_warps, [](int a, int b) { return a % b; });
 }
 
 }  // namespace amk::cuda
