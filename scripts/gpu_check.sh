@@ -14,6 +14,11 @@
 #   --config FILE   the ScheduleConfig of the benchmarks (default: none, so each model gets the
 #                   config derived from it and the GPU, amk/lowering.h default_schedule_config;
 #                   bench/configs/decode.json is the hand-tuned llama-3.2-1b override)
+#   --steps LIST    run only these groups, comma-separated: tests (GPU tests), sanitizers, llama
+#                   (llama-3.2-1b, its trace and the 1,000-token generation), qwen3, smollm2, 8b,
+#                   gguf (default: all). One call has 10 minutes; the full check with --gguf needs
+#                   ~11, so it is split over two calls on the same held machine, e.g.
+#                   --steps tests,sanitizers,llama,qwen3,smollm2 then --steps gguf
 #   --gguf FILE     the SmolLM2-135M-Instruct Q4_1 GGUF (../shared/models/README.md): `amk generate`
 #                   on the megakernel must give the README's greedy continuation, a seeded
 #                   sampled generation must repeat itself, and `amk bench` times it against the
@@ -30,7 +35,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 root=$PWD
 
-prebuilt="" quick=0 budget=540 config="" gguf=""
+prebuilt="" quick=0 budget=540 config="" gguf="" steps=all
 while (($#)); do
   case "$1" in
     --prebuilt) prebuilt="${2:?--prebuilt needs a directory}"; shift 2 ;;
@@ -38,10 +43,19 @@ while (($#)); do
     --budget) budget="${2:?--budget needs seconds}"; shift 2 ;;
     --config) config="${2:?--config needs a file}"; shift 2 ;;
     --gguf) gguf="${2:?--gguf needs a file}"; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    --steps) steps="${2:?--steps needs a list}"; shift 2 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "gpu_check: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
+
+for g in ${steps//,/ }; do
+  case "$g" in all|tests|sanitizers|llama|qwen3|smollm2|8b|gguf) ;;
+    *) echo "gpu_check: unknown step group '$g' (tests sanitizers llama qwen3 smollm2 8b gguf)" >&2; exit 2 ;;
+  esac
+done
+# wanted GROUP: whether --steps selects it.
+wanted() { [[ "$steps" == all || ",$steps," == *",$1,"* ]]; }
 
 out="${OUT:-$root/gpu-check-out}"
 mkdir -p "$out"
@@ -108,16 +122,20 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,
   --format=csv 2>&1 | tee -a "$logs/device.log"
 
 # ---- GPU tests --------------------------------------------------------------------------------
+if wanted tests; then
 run_step gpu_tests 150 env AMK_SOURCE_DIR="$root" "$bin/amk_gpu_tests"
 rc=$?
 passed=$(grep -oE '\[  PASSED  \] [0-9]+' "$logs/gpu_tests.log" | grep -oE '[0-9]+$' || echo 0)
 nfailed=$(grep -oE '\[  FAILED  \] [0-9]+ test' "$logs/gpu_tests.log" | grep -oE '[0-9]+' || echo 0)
 skipped=$(grep -oE '\[  SKIPPED \] [0-9]+ test' "$logs/gpu_tests.log" | grep -oE '[0-9]+' || echo 0)
 record "gpu tests" "$(verdict_of $rc)" "${passed:-0} passed, ${nfailed:-0} failed, ${skipped:-0} skipped"
+fi
 
 # ---- compute-sanitizer on the tiny-llama oracle (fp32 weights) --------------------------------
 fixture=tests/data/fixtures/tiny-llama
-for tool in memcheck racecheck; do
+sanitizers=(memcheck racecheck)
+wanted sanitizers || sanitizers=()
+for tool in "${sanitizers[@]}"; do
   if ! command -v compute-sanitizer >/dev/null; then record "$tool" "FAIL" "compute-sanitizer not found"; continue; fi
   # racecheck cannot follow the weight ring's bulk-copy/mbarrier ordering (it reports the
   # copy engine's writes against the consumers' reads); its run reads weights directly.
@@ -169,17 +187,19 @@ PY
   fi
   rm -rf "${work:?}/$preset"
 }
-bench llama-3.2-1b 200 --peer --profile --trace "$out/trace-llama-3.2-1b.json"
-bench qwen3-0.6b 150 --peer
-bench smollm2-135m 150 --peer
-if ((quick)); then
-  record "bench llama-3.1-8b" "SKIPPED (--quick)" "-"
-else
-  bench llama-3.1-8b 400 --check-positions 300  # one CPU step of the 8B takes ~3 minutes
+wanted llama && bench llama-3.2-1b 200 --peer --profile --trace "$out/trace-llama-3.2-1b.json"
+wanted qwen3 && bench qwen3-0.6b 150 --peer
+wanted smollm2 && bench smollm2-135m 150 --peer
+if wanted 8b; then
+  if ((quick)); then
+    record "bench llama-3.1-8b" "SKIPPED (--quick)" "-"
+  else
+    bench llama-3.1-8b 400 --check-positions 300  # one CPU step of the 8B takes ~3 minutes
+  fi
 fi
 
 # ---- the real model: SmolLM2 GGUF on the megakernel -------------------------------------------
-if [[ -n "$gguf" ]]; then
+if [[ -n "$gguf" ]] && wanted gguf; then
   question="What is the capital of France?"
   run_step gguf-greedy 60 "$amk" generate "$gguf" -p "$question" --chat --temp 0 -n 32 --json --device cuda
   rc=$?
@@ -218,6 +238,8 @@ PY
 fi
 
 # ---- the report -------------------------------------------------------------------------------
+# A check that ran nothing did not pass (e.g. --steps gguf without --gguf).
+((${#summary[@]})) || { record "(no step)" "FAIL (nothing ran)" "--steps '$steps' selected no step"; }
 {
   echo
   echo "gpu_check: $(elapsed)s on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
