@@ -57,12 +57,14 @@ TEST(DefaultScheduleConfig, Llama32_1bOnH100) {
             -1);
 }
 
-// Consumer threads: 6 warps where every GEMV row is short and its 32-vector strips divide 6
-// (smollm2-135m: hidden 576 -> 1152-byte rows, 3 strips; FFN 1536 -> 6 strips), 8 elsewhere
-// (qwen3-0.6b: FFN 3072 -> 12 strips; llama-3.2-1b: 8 and 32 strips).
-TEST(DefaultScheduleConfig, ShortRowsSplitOverSixWarpsTakeTheLeanBuild) {
+// Consumer threads: 6 warps where every GEMV row keeps x in registers with 6 warps (strip period
+// S / gcd(S, 6) <= 4 for S = 32-vector strips a BF16 row), 8 elsewhere. smollm2-135m: hidden 576
+// and FFN 1536 -> S = 3, 6 -> P = 1, 1; qwen3-0.6b: hidden 1024, q_dim 2048, FFN 3072 -> S = 4,
+// 8, 12 -> P = 2, 4, 2; llama-3.2-1b: FFN 8192 -> S = 32 -> P = 16 (x from shared memory);
+// llama-3.1-8b: hidden 4096 -> S = 16 -> P = 8.
+TEST(DefaultScheduleConfig, RowsThatSixWarpsStripEvenlyTakeTheLeanBuild) {
   EXPECT_EQ(default_schedule_config(preset("smollm2-135m"), h100(), 512).threads_per_block, 192);
-  EXPECT_EQ(default_schedule_config(preset("qwen3-0.6b"), h100(), 512).threads_per_block, 256);
+  EXPECT_EQ(default_schedule_config(preset("qwen3-0.6b"), h100(), 512).threads_per_block, 192);
   EXPECT_EQ(default_schedule_config(preset("llama-3.2-1b"), h100(), 512).threads_per_block, 256);
   EXPECT_EQ(default_schedule_config(preset("llama-3.1-8b"), h100(), 512).threads_per_block, 256);
 }

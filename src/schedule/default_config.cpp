@@ -50,17 +50,18 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   c.sm_assignment = std::string("critical_path");
   c.pipelining_depth = 4;
   c.page_allocation = "graph_color";
-  // Consumer warps: 8 (256 threads), except for models whose GEMV rows are all short and split
-  // evenly over 6 warps (every row's 32-vector strips a divisor of 6: each warp meets one strip
-  // period, ops/gemv_strips.h). Their steps are chains of small tasks, bound by each task's
-  // instruction latency; 192 threads take the 224-thread build, which never spills (the
-  // 256-thread one does, and every spill reload after a counter wait goes to L2). Measured on
-  // the H100 (bench/RESULTS.md, 2026-11-24): smollm2-135m 1170 -> 1011 us (-13.6 %); where
-  // rows are long, fewer warps lose (qwen3-0.6b +1.8 % and llama-3.2-1b +25 % at 224).
-  const auto strips = [](int64_t k) { return cuda::gemv_strips_per_row(2 * k); };  // BF16 rows
-  const int64_t widest = std::max(m.hidden_size, m.intermediate_size);
-  c.threads_per_block = widest <= 1536 && 6 % strips(m.hidden_size) == 0 &&
-                                6 % strips(m.intermediate_size) == 0
+  // Consumer warps: 6 (192 threads) where every GEMV row (K = hidden, q_dim for o_proj,
+  // intermediate for down_proj) keeps its x slices in registers with 6 warps (strip period 1-4,
+  // ops/gemv_strips.h), else 8. 192 threads take the 224-thread build, which never spills (the
+  // 256-thread one does, and every spill reload after a counter wait goes to L2); the per-task
+  // instruction latency that bounds small models' chains drops with it. Measured on the H100
+  // (bench/RESULTS.md, 2026-11-24): smollm2-135m -14 %, qwen3-0.6b -3.9 %; llama-3.2-1b, whose
+  // 8192-wide down_proj rows would read x from shared memory, +8.3 % at 192 (+25 % at 224).
+  const auto fast_with_6_warps = [](int64_t k) {
+    return cuda::gemv_strip_period(int(cuda::gemv_strips_per_row(2 * k)), 6) > 0;  // BF16 rows
+  };
+  c.threads_per_block = fast_with_6_warps(m.hidden_size) && fast_with_6_warps(m.q_dim()) &&
+                                fast_with_6_warps(m.intermediate_size)
                             ? 192
                             : 256;
   c.stream_bytes_in_flight = 32768;
