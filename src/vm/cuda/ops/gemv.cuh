@@ -472,11 +472,12 @@ __device__ __forceinline__ int strip_period(int S, int n_warps, bool bf16) {
 
 // Warp `warp`'s share of every chunk of a tile, worked out before the task's gate (all the
 // divisions are here): for P > 0, strip slot p < P of a batch is a segment of row first_row[p]
-// (+ R rows per period), the lane reading byte byte0[p] of it (-1: past the row's end); for
+// (+ R rows per period), the lane reading its 16-byte vector vec[p] (-1: past the row's end); for
 // P == 0 the first strip's (row, segment) and the carries from strip to strip.
 constexpr int kMaxStripPeriod = 4;
-// Pairs of small non-negative ints (rows, segments, byte offsets < 2^15) share a register: the
-// plan lives across the gate's spin, and the 256-thread build spills what does not fit.
+// Pairs of small ints (rows, segments, vector indices, -1 .. 2^15 - 1; op_gemv refuses longer
+// rows) share a register: the plan lives across the gate's spin, and the 256-thread build spills
+// what does not fit.
 struct Pair16 {
   uint32_t v = 0;
   __device__ __forceinline__ static Pair16 of(int hi, int lo) {
@@ -487,7 +488,7 @@ struct Pair16 {
 };
 struct StripPlan {
   int S = 0, cols = 0, P = 0, R = 0;
-  Pair16 slot[kMaxStripPeriod];  // (first_row, byte0) of slot p < P
+  Pair16 slot[kMaxStripPeriod];  // (first_row, vec) of slot p < P
   Pair16 warp0, step, batch;     // P == 0: (rows, segments) of the first strip and the carries
 };
 __device__ __forceinline__ StripPlan strip_plan(const OpContext& c, const RingTile& t, bool bf16) {
@@ -502,7 +503,7 @@ __device__ __forceinline__ StripPlan strip_plan(const OpContext& c, const RingTi
   for (int p = 0; p < kMaxStripPeriod; ++p) {
     const SmallDiv d = small_divmod(warp + p * W, S);
     const int v = d.r * 32 + lane;
-    sp.slot[p] = Pair16::of(d.q, p < sp.P && v < sp.cols ? v * 16 : -1);
+    sp.slot[p] = Pair16::of(d.q, p < sp.P && v < sp.cols ? v : -1);
   }
   sp.R = small_divmod(sp.P * W, S).q;  // exact for P > 0
   constexpr int kBatch0 = 8;  // the P == 0 batch
@@ -526,16 +527,16 @@ __device__ __forceinline__ bool gemv_strips(const OpContext& c, const RingTile& 
   const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
   // Slot k of batch b (P > 0) is strip q = warp + (b kBatch + k) W: segment seg[k % P], row
   // first_row[k % P] + (b kBatch / P + k / P) R, since every P strips of a warp cover P W strips, a
-  // whole number R = P W / S of rows. Its lane reads the row's vector at byte byte0[k % P].
+  // whole number R = P W / S of rows. Its lane reads the row's vector vec[k % P].
   constexpr int kP = P > 0 ? P : 1;
   float4 xa[kP], xb[kP];
   const int R = sp.R;
   if constexpr (P > 0) {
 #pragma unroll
     for (int p = 0; p < P; ++p) {
-      const int byte0 = sp.slot[p].lo(), v = byte0 >> 4;
-      xa[p] = byte0 >= 0 ? xs.a[v] : zero;
-      xb[p] = byte0 >= 0 && kBf16 ? xs.b[v] : zero;
+      const int v = sp.slot[p].lo();
+      xa[p] = v >= 0 ? xs.a[v] : zero;
+      xb[p] = v >= 0 && kBf16 ? xs.b[v] : zero;
     }
   }
   // P == 0: strip q's (row, segment) are carried from slot to slot and batch to batch by adding
@@ -573,7 +574,8 @@ __device__ __forceinline__ bool gemv_strips(const OpContext& c, const RingTile& 
         int lane_off;
         if constexpr (P > 0) {
           row = sp.slot[k % P].hi() + (b * (kBatch / P) + k / P) * R;
-          lane_off = sp.slot[k % P].lo();
+          const int v = sp.slot[k % P].lo();
+          lane_off = v >= 0 ? v * 16 : -1;
         } else {
           vec[k] = seg * 32 + lane;
           lane_off = vec[k] < cols ? vec[k] * 16 : -1;
@@ -692,6 +694,12 @@ __device__ inline void op_gemv(const OpContext& c, Gate&& pass_gate) {
     const int64_t strips = gemv_strips_per_row(t.row_bytes);
     if ((int64_t(g.K) + kReduceFloats + int64_t(g.N_tile) * strips) * 4 > c.scratch_bytes) {
       op_fail(c, kScratchTooSmall);
+      return;
+    }
+    // The strip plan packs vector indices in 16 bits: rows of 2^15 16-byte vectors (512 KiB)
+    // or more would need a wider plan, so they are refused, never computed wrong.
+    if (t.row_bytes / 16 >= (1u << 15)) {
+      op_fail(c, kBadParams);
       return;
     }
     const StripPlan sp = strip_plan(c, t, g.w_bf16);
