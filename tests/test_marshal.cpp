@@ -8,11 +8,13 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <numeric>
 #include <set>
 #include <string>
 
 #include "amk/lowering.h"
 #include "amk/model_config.h"
+#include "vm/cuda/ops/gemv_strips.h"
 
 namespace {
 
@@ -461,4 +463,20 @@ TEST(Marshal, UnsupportedQuantisationIsRefused) {
   EXPECT_NE(marshal_error(p).find("qdtype 3"), std::string::npos);
 }
 
+// ops/gemv_strips.h, shared by the device's strip consumers, the loader's partials reservation
+// and the simulator: the strip period is S / gcd(S, W) when that is at most 4, else 0 (computed
+// here from the definition, by std::gcd), for every strip count and warp count the kernels meet.
+TEST(GemvStrips, PeriodIsSOverGcdUpToFour) {
+  for (int S = 1; S <= 64; ++S)
+    for (int W = 1; W <= 16; ++W) {
+      const int p = S / std::gcd(S, W);
+      EXPECT_EQ(amk::cuda::gemv_strip_period(S, W), p <= 4 ? p : 0) << "S " << S << " W " << W;
+    }
+  EXPECT_EQ(amk::cuda::gemv_strip_period(0, 8), 0);
+  EXPECT_EQ(amk::cuda::gemv_strip_period(8, 0), 0);
+  // 32 16-byte vectors a strip: a 2048-wide BF16 row (4096 bytes) is 8 strips, 576 wide is 3.
+  EXPECT_EQ(amk::cuda::gemv_strips_per_row(4096), 8);
+  EXPECT_EQ(amk::cuda::gemv_strips_per_row(1152), 3);
+  EXPECT_EQ(amk::cuda::gemv_strips_per_row(16), 1);
+}
 }  // namespace
