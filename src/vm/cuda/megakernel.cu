@@ -66,8 +66,6 @@ __device__ __forceinline__ void finish_decode_step(const amk_program_t& prog, in
   }
 }
 
-
-
 static_assert(sizeof(amk_task_record_t) % 16 == 0, "task records are staged in 16-byte vectors");
 constexpr int kRecordVectors = int(sizeof(amk_task_record_t) / 16);
 // The kernel's static shared memory (two staged task records); marshal.cpp leaves
@@ -146,28 +144,22 @@ __device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_tas
         gate_passed = true;
         return true;
       };
-      const bool attention =
-          inst.op == AMK_OP_ATTENTION_TILE || inst.op == AMK_OP_ROPE_KV_ATTENTION_TILE;
-      if (gemv || attention) {
-        // The GEMV family and the attention tiles check their operands (and plan their strips,
-        // or take RoPE's frequencies) BEFORE passing the gate, so that work overlaps the wait
-        // instead of following it on the layer's dependency chain. They read nothing another
-        // task writes (the step position included) until then.
-        const OpContext c{&prog, &inst, rec->desc, scratch, scratch_bytes, tid, n_threads, -1,
-                          ring, q - queue_begin, epoch, op_failed, stamp};
-        if (gemv)
-          op_gemv(c, pass_gate);
-        else
-          op_attention_tiles(c, pass_gate);
+      OpContext c{&prog, &inst, rec->desc, scratch, scratch_bytes, tid, n_threads, -1, ring,
+                  q - queue_begin, epoch, op_failed, stamp};
+      // The GEMV family and the attention tiles check their operands (and plan their strips, or
+      // take RoPE's frequencies) BEFORE passing the gate, so that work overlaps the wait instead
+      // of following it on the layer's dependency chain. They read nothing another task writes
+      // (the step position included) until then.
+      if (gemv) {
+        op_gemv(c, pass_gate);
+      } else if (inst.op == AMK_OP_ATTENTION_TILE || inst.op == AMK_OP_ROPE_KV_ATTENTION_TILE) {
+        op_attention_tiles(c, pass_gate);
       } else if (pass_gate()) {
         // Only KV_APPEND and a sampling SAMPLE_ARGMAX (its draw index) read the step position
         // here: the volatile load stays off every other task's path.
-        const bool reads_position =
-            inst.op == AMK_OP_KV_APPEND ||
-            (inst.op == AMK_OP_SAMPLE_ARGMAX && (inst.params.flags & 2) != 0);
-        const OpContext c{&prog, &inst, rec->desc, scratch, scratch_bytes, tid, n_threads,
-                          reads_position ? step_position(prog) : -1, ring, q - queue_begin, epoch,
-                          op_failed, stamp};
+        if (inst.op == AMK_OP_KV_APPEND ||
+            (inst.op == AMK_OP_SAMPLE_ARGMAX && (inst.params.flags & 2) != 0))
+          c.pos = step_position(prog);
         dispatch(c);
       }
       // Leaving on an abort: first let the record prefetch land, so that no copy is still

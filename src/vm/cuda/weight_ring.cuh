@@ -158,7 +158,8 @@ struct RingTile {
 
 // Eligible: an F32/BF16 [N, K] weight with in-range tile params (so the producer never copies
 // out of bounds, whatever the consumers later decide), 16-byte aligned base and row length
-// (then every chunk's address and size are multiples of 16), a row that fits one stage, and a
+// (then every chunk's address and size are multiples of 16), a row that fits one stage (and
+// has fewer than 2^15 vectors), and a
 // single activation row (a multi-row x is looped row by row over global weights, gemv.cuh).
 // `desc(i)` is input i's descriptor: the producer reads the task record in global memory, the
 // consumers their shared-memory copy of it, so both decide from identical bytes.
@@ -175,7 +176,9 @@ __device__ __forceinline__ RingTile ring_tile(const amk_instruction_t& inst, con
   if (W.rank != 2 || W.shape[1] != p.K || int64_t(p.n_off) + p.N_tile > W.shape[0]) return t;
   if (W.dtype != AMK_DTYPE_BF16 && W.dtype != AMK_DTYPE_F32) return t;
   const int64_t row_bytes = int64_t(p.K) * (W.dtype == AMK_DTYPE_BF16 ? 2 : 4);
-  if (row_bytes % 16 != 0 || row_bytes > ring.chunk_bytes) return t;
+  // The consumers' strip plan indexes a row's 16-byte vectors in 16 bits (ops/gemv.cuh
+  // StripPlan): longer rows (512 KiB and up) take the global-memory path.
+  if (row_bytes % 16 != 0 || row_bytes > ring.chunk_bytes || row_bytes / 16 >= (1 << 15)) return t;
   if (reinterpret_cast<uintptr_t>(W.ptr) % 16 != 0) return t;
   if (desc(0).numel != p.K) return t;  // exactly one activation row
   t.eligible = true;

@@ -188,12 +188,6 @@ __device__ __forceinline__ void build_x_vec4(const OpContext& c, const amk_buffe
 // two-pass path through shared memory.
 constexpr int kNormVecs = 2;
 
-__device__ __forceinline__ bool vec_x(const OpContext& c, const Gemv& g, int64_t base) {
-  return g.K % 4 == 0 && vec4_ok(*g.x, base) &&
-         (g.aux == nullptr ||
-          vec4_ok(*g.aux, c.inst->op == AMK_OP_RMSNORM_GEMV_TILE ? 0 : base));
-}
-
 // Step 1: activation row r -> xs (K floats in shared memory, in `layout`). Ends with a consumer
 // barrier.
 __device__ __forceinline__ void build_x(const OpContext& c, const Gemv& g, int64_t r, float* xs,
@@ -202,7 +196,8 @@ __device__ __forceinline__ void build_x(const OpContext& c, const Gemv& g, int64
   const int K = g.K;
   const int64_t base = r * K;
   float4* xs4 = reinterpret_cast<float4*>(xs);
-  const bool vec = vec_x(c, g, base);
+  const bool vec = K % 4 == 0 && vec4_ok(*g.x, base) &&
+                   (g.aux == nullptr || vec4_ok(*g.aux, op == AMK_OP_RMSNORM_GEMV_TILE ? 0 : base));
   if (op == AMK_OP_SILU_MUL_GEMV_TILE || op == AMK_OP_SILU_MUL_GEMV_ADD_TILE) {
     if (vec)
       build_x_vec4(c, *g.x, base / 4, *g.aux, base / 4, K / 4, xs4, layout,
@@ -475,8 +470,8 @@ __device__ __forceinline__ int strip_period(int S, int n_warps, bool bf16) {
 // (+ R rows per period), the lane reading its 16-byte vector vec[p] (-1: past the row's end); for
 // P == 0 the first strip's (row, segment) and the carries from strip to strip.
 constexpr int kMaxStripPeriod = 4;
-// Pairs of small ints (rows, segments, vector indices, -1 .. 2^15 - 1; op_gemv refuses longer
-// rows) share a register: the plan lives across the gate's spin, and the 256-thread build spills
+// Pairs of small ints (rows, segments, vector indices, -1 .. 2^15 - 1: ring_tile leaves longer
+// rows to the global-memory path) share a register: the plan lives across the gate's spin, and the 256-thread build spills
 // what does not fit.
 struct Pair16 {
   uint32_t v = 0;
@@ -694,12 +689,6 @@ __device__ inline void op_gemv(const OpContext& c, Gate&& pass_gate) {
     const int64_t strips = gemv_strips_per_row(t.row_bytes);
     if ((int64_t(g.K) + kReduceFloats + int64_t(g.N_tile) * strips) * 4 > c.scratch_bytes) {
       op_fail(c, kScratchTooSmall);
-      return;
-    }
-    // The strip plan packs vector indices in 16 bits: rows of 2^15 16-byte vectors (512 KiB)
-    // or more would need a wider plan, so they are refused, never computed wrong.
-    if (t.row_bytes / 16 >= (1u << 15)) {
-      op_fail(c, kBadParams);
       return;
     }
     const StripPlan sp = strip_plan(c, t, g.w_bf16);
