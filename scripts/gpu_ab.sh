@@ -5,7 +5,8 @@
 # both, compare in one run. Every timing is checked against the CPU reference first (a FAIL or
 # NaN shows in the table, never a bare time).
 #
-#   scripts/gpu_ab.sh [--rounds N] --preset NAME [--preset NAME ...] BIN... [-- BENCH_ARGS...]
+#   scripts/gpu_ab.sh [--rounds N] [--check P,Q] --preset NAME [--preset NAME ...] BIN...
+#                     [-- BENCH_ARGS...]
 #
 # BIN: paths of amk binaries (the first one also generates the presets, once, under /tmp); each
 # finds its shared libraries in lib/ beside it (scripts/gpu_pack.sh's layout).
@@ -13,17 +14,18 @@
 # per (preset, binary) with its ratio to the first binary.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-rounds=2 presets=() bins=() extra=()
+rounds=2 check=0,65 presets=() bins=() extra=()
 while (($#)); do
   case "$1" in
     --rounds) rounds="${2:?}"; shift 2 ;;
+    --check) check="${2:?}"; shift 2 ;;  # positions checked against the CPU reference
     --preset) presets+=("${2:?}"); shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) bins+=("$1"); shift ;;
   esac
 done
-((${#presets[@]} && ${#bins[@]})) || { sed -n '2,13p' "$0"; exit 2; }
+((${#presets[@]} && ${#bins[@]})) || { sed -n '2,14p' "$0"; exit 2; }
 out="${OUT:-$PWD/gpu-ab-out}"
 mkdir -p "$out"
 tsv="$out/ab.tsv"
@@ -35,7 +37,7 @@ for preset in "${presets[@]}"; do
       chmod +x "$b" 2>/dev/null
       json=$(mktemp /tmp/amk-ab.XXXXXX.json)
       timeout 240 env LD_LIBRARY_PATH="$(dirname "$b")/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$b" bench --preset "$preset" --preset-dir "$dir" --context 512 --results /dev/null --json "$json" \
-        --check-positions 0 65 "${extra[@]}" >"$out/log-$preset-$(basename "$b")-$r.txt" 2>&1
+        --check-positions "$check" "${extra[@]}" >"$out/log-$preset-$(basename "$b")-$r.txt" 2>&1
       python3 - "$json" "$preset" "$b" "$r" >>"$tsv" <<'PY'
 import json, sys
 try:
