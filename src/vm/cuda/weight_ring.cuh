@@ -159,8 +159,8 @@ struct RingTile {
 // Eligible: an F32/BF16 [N, K] weight with in-range tile params (so the producer never copies
 // out of bounds, whatever the consumers later decide), 16-byte aligned base and row length
 // (then every chunk's address and size are multiples of 16), a row that fits one stage (and
-// has fewer than 2^15 vectors), and a
-// single activation row (a multi-row x is looped row by row over global weights, gemv.cuh).
+// has fewer than 2^15 vectors), and a single activation row (a multi-row x is looped row by row
+// over global weights, gemv.cuh).
 // `desc(i)` is input i's descriptor: the producer reads the task record in global memory, the
 // consumers their shared-memory copy of it, so both decide from identical bytes.
 template <typename InputDesc>

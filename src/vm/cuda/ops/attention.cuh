@@ -863,6 +863,14 @@ struct RopeKvOperands {
   const amk_buffer_t* inv_freq = nullptr;
   int64_t pro = 0;  // floats of op scratch the prologue takes
 };
+// Its rows (inputs q, k, v) and the caches it appends to (outputs 1, 2), from the staged record.
+struct RopeKvBuffers {
+  const amk_buffer_t &q, &k, &v, &kc, &vc;
+};
+__device__ __forceinline__ RopeKvBuffers rope_kv_buffers(const OpContext& c) {
+  return {in_buf(c, 0), in_buf(c, 1), in_buf(c, 2), out_buf(c, 1), out_buf(c, 2)};
+}
+inline constexpr int kRopeKvFail = AMK_OP_ROPE_KV_ATTENTION_TILE * 16;  // op_fail code base
 // The scratch of the prologue: [q_s][cos | sin: head_dim doubles][k_s].
 struct RopeKvScratch {
   float* q_s;
@@ -884,29 +892,24 @@ __device__ __forceinline__ RopeKvScratch rope_kv_scratch(const OpContext& c, int
 // position is known; thread t owns pairs t, t + n_threads, ... in both. False after op_fail.
 __device__ inline bool rope_kv_check(const OpContext& c, AttentionShape& a, RopeKvOperands& o) {
   const amk_params_t& p = c.inst->params;
-  constexpr int code = AMK_OP_ROPE_KV_ATTENTION_TILE * 16;
-  const amk_buffer_t& q = in_buf(c, 0);
-  const amk_buffer_t& k = in_buf(c, 1);
-  const amk_buffer_t& v = in_buf(c, 2);
-  const amk_buffer_t& kc = out_buf(c, 1);
-  const amk_buffer_t& vc = out_buf(c, 2);
+  const auto [q, k, v, kc, vc] = rope_kv_buffers(c);
   const bool norm = (p.flags & kAttnHeadNorm) != 0, table = (p.flags & kAttnRopeTable) != 0;
   if (c.inst->n_inputs != 5 + (norm ? 2 : 0) + (table ? 1 : 0) || c.inst->n_outputs != 3 ||
       (p.flags & kAttnRuntimeWindow) == 0) {
-    op_fail(c, code + 6);
+    op_fail(c, kRopeKvFail + 6);
     return false;
   }
   if (const int err = attention_setup(c, a, &o.first, q, kc, vc,
                                       kAttnCausal | kAttnPartial | kAttnRuntimeWindow |
                                           kAttnHeadNorm | kAttnRopeTable)) {
-    op_fail(c, code + err);
+    op_fail(c, kRopeKvFail + err);
     return false;
   }
   const int D = a.head_dim, half = D / 2;
   if (D % 2 != 0 || k.numel != int64_t(p.n_kv_heads) * D || v.numel != k.numel ||
       !is_f32_or_bf16(k.dtype) || !is_f32_or_bf16(v.dtype) || !is_f32_or_bf16(q.dtype) ||
       (!table && !(p.theta > 0.0f))) {
-    op_fail(c, code + 4);
+    op_fail(c, kRopeKvFail + 4);
     return false;
   }
   o.q_norm = norm ? &in_buf(c, 5) : nullptr;
@@ -914,17 +917,19 @@ __device__ inline bool rope_kv_check(const OpContext& c, AttentionShape& a, Rope
   o.inv_freq = table ? &in_buf(c, c.inst->n_inputs - 1) : nullptr;
   if ((norm && (o.q_norm->numel != D || o.k_norm->numel != D || !(p.eps >= 0.0f))) ||
       (table && o.inv_freq->numel != half)) {
-    op_fail(c, code + 6);
+    op_fail(c, kRopeKvFail + 6);
     return false;
   }
   o.pro = rope_kv_prologue_floats(a.n_heads, a.n_kv_heads, D);
   if (int64_t(c.scratch_bytes) < 4 * o.pro) {
-    op_fail(c, code + 7);
+    op_fail(c, kRopeKvFail + 7);
     return false;
   }
   // The previous task of this CTA is past its end barrier, so the scratch is free already.
   const RopeKvScratch sc = rope_kv_scratch(c, a.n_heads, D);
-  if (!rope_inv_freqs(c, o.inv_freq, p.theta, half, sc.cos_t)) op_fail(c, code + 6);
+  // A non-finite table entry is seen by the threads that read it only: they flag the error
+  // and the task still passes its gate on every thread (the end-of-task vote leaves).
+  if (!rope_inv_freqs(c, o.inv_freq, p.theta, half, sc.cos_t)) op_fail(c, kRopeKvFail + 6);
   return true;
 }
 
@@ -934,12 +939,7 @@ __device__ inline bool rope_kv_check(const OpContext& c, AttentionShape& a, Rope
 __device__ inline bool rope_kv_prologue(const OpContext& c, AttentionShape& a, OpContext& ac,
                                         const RopeKvOperands& o) {
   const amk_params_t& p = c.inst->params;
-  constexpr int code = AMK_OP_ROPE_KV_ATTENTION_TILE * 16;
-  const amk_buffer_t& q = in_buf(c, 0);
-  const amk_buffer_t& k = in_buf(c, 1);
-  const amk_buffer_t& v = in_buf(c, 2);
-  const amk_buffer_t& kc = out_buf(c, 1);
-  const amk_buffer_t& vc = out_buf(c, 2);
+  const auto [q, k, v, kc, vc] = rope_kv_buffers(c);
   const bool norm = o.q_norm != nullptr;
   const int D = a.head_dim, half = D / 2, count = a.n_heads, kvc = a.n_kv_heads;
   const int rep = p.n_heads / p.n_kv_heads, kv0 = o.first / rep;
@@ -949,7 +949,7 @@ __device__ inline bool rope_kv_prologue(const OpContext& c, AttentionShape& a, O
   const int64_t pos = c.pos;
   const bool append = pos >= p.kv_start && pos < int64_t(p.kv_start) + p.kv_len;
   if (append && pos >= kc.shape[0]) {
-    op_fail(c, code + 4);
+    op_fail(c, kRopeKvFail + 4);
     return false;
   }
   const int rows = count + (append ? kvc : 0);  // q heads, then (appending) the KV heads

@@ -471,8 +471,8 @@ __device__ __forceinline__ int strip_period(int S, int n_warps, bool bf16) {
 // P == 0 the first strip's (row, segment) and the carries from strip to strip.
 constexpr int kMaxStripPeriod = 4;
 // Pairs of small ints (rows, segments, vector indices, -1 .. 2^15 - 1: ring_tile leaves longer
-// rows to the global-memory path) share a register: the plan lives across the gate's spin, and the 256-thread build spills
-// what does not fit.
+// rows to the global-memory path) share a register: the plan lives across the gate's spin, and
+// the 256-thread build spills what does not fit.
 struct Pair16 {
   uint32_t v = 0;
   __device__ __forceinline__ static Pair16 of(int hi, int lo) {
