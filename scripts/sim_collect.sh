@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Runs ON THE GPU MACHINE: the timing simulator's calibration data (docs/SIMULATOR.md). For each
-# model, the incumbent (the derived default config) and single-knob variants around it, one
+# model, the incumbent (the derived default config), single-knob variants around it and the
+# searched config of bench/configs/MODEL.json ("kept"), one
 # `amk bench` each (the correctness check first, as always) with a per-task profile; then a
 # manifest of the cases for scripts/sim_calibrate.sh (run it here or on the CPU machine).
 #
 #   scripts/sim_collect.sh --prebuilt DIR [--models "llama-3.2-1b qwen3-0.6b smollm2-135m"]
-#                          [--variants N] [--no-profile]
+#                          [--variants N] [--tokens N] [--no-profile]
 #
 # Output under $OUT (or ./sim-collect-out): configs/MODEL-VARIANT.json, bench/MODEL-VARIANT.json,
 # prof/MODEL-VARIANT.tsv, results.tsv and cases.tsv (the manifest, paths relative to it).
@@ -14,18 +15,20 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
 prebuilt="" models="llama-3.2-1b qwen3-0.6b smollm2-135m" max_variants=99 profile=1 gpu=auto
+tokens=256
 while (($#)); do
   case "$1" in
     --prebuilt) prebuilt="${2:?}"; shift 2 ;;
     --models) models="${2:?}"; shift 2 ;;
     --variants) max_variants="${2:?}"; shift 2 ;;
     --gpu) gpu="${2:?}"; shift 2 ;;
+    --tokens) tokens="${2:?}"; shift 2 ;;
     --no-profile) profile=0; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "unknown option '$1'"; exit 2 ;;
   esac
 done
-[[ -n "$prebuilt" ]] || { sed -n '2,13p' "$0"; exit 2; }
+[[ -n "$prebuilt" ]] || { sed -n '2,14p' "$0"; exit 2; }
 amk="$(cd "$prebuilt" && pwd)/amk"
 out="${OUT:-$PWD/sim-collect-out}"
 mkdir -p "$out/configs" "$out/bench" "$out/prof"
@@ -35,18 +38,28 @@ manifest="$out/cases.tsv"
 # The variants: one knob moved from the incumbent, each a step a search would take.
 variants=(
   derived
+  pipelining_depth=0
+  pipelining_depth=1
   pipelining_depth=2
   pipelining_depth=8
+  stream_bytes_in_flight=16384
   stream_bytes_in_flight=65536
   stream_chunk_bytes=16384
   tile:gate_proj,up_proj*2
+  tile:gate_proj,up_proj*4
   tile:down_proj*2
   tile:o_proj*2
   tile:q_proj,k_proj,v_proj*2
+  tile:q_proj,k_proj,v_proj*4
   tile:lm_head/2
+  tile:lm_head*2
   tiling.attention.kv_block=128
   sm_assignment=load_balance
   tile:sample_argmax*4
+  page_allocation=none
+  threads_per_block=flip
+  smem_bytes_per_block=0
+  kept
 )
 for model in $models; do
   base="$out/configs/$model-derived.json"
@@ -56,14 +69,19 @@ for model in $models; do
   n=0
   for v in "${variants[@]}"; do
     ((n >= max_variants)) && break
+    [[ $v == kept && ! -f bench/configs/$model.json ]] && continue
     n=$((n + 1))
-    name=$(echo "$v" | tr ':,*/=' '-___-' | tr -s '_')
+    name=$(echo "$v" | sed 's/\*/-x/; s:/:-div:' | tr ':,=' '-_-')
     cfg="$out/configs/$model-$name.json"
-    python3 - "$base" "$cfg" "$v" <<'PY' || { echo "bad variant $v"; exit 2; }
+    python3 - "$base" "$cfg" "$v" "bench/configs/$model.json" <<'PY' || { echo "bad variant $v"; exit 2; }
 import json, sys
-base, dst, v = sys.argv[1:4]
+base, dst, v, kept = sys.argv[1:5]
 c = json.load(open(base))
-if v.startswith("tile:"):
+if v == "kept":
+    c = json.load(open(kept))
+elif v == "threads_per_block=flip":
+    c["threads_per_block"] = 256 if c.get("threads_per_block", 256) == 192 else 192
+elif v.startswith("tile:"):
     spec = v[5:]
     op = "*" if "*" in spec else "/"
     names, factor = spec.split(op)
@@ -86,7 +104,7 @@ PY
     ((profile)) && popt=(--profile --profile-tsv "$prof")
     echo "== $model [$v]"
     timeout 240 "$amk" bench --preset "$model" --preset-dir "/tmp/amk-sim-$model" --gpu "$gpu" \
-      --config "$cfg" --check-positions 0 --json "$bench" --results "$out/results.tsv" \
+      --config "$cfg" --check-positions 0 --tokens "$tokens" --json "$bench" --results "$out/results.tsv" \
       --tag "sim-collect $v" "${popt[@]}" >"$out/bench/$model-$name.log" 2>&1
     rc=$?
     tail -n 2 "$out/bench/$model-$name.log"
