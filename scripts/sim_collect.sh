@@ -104,7 +104,7 @@ PY
     ((profile)) && popt=(--profile --profile-tsv "$prof")
     echo "== $model [$v]"
     timeout 240 "$amk" bench --preset "$model" --preset-dir "/tmp/amk-sim-$model" --gpu "$gpu" \
-      --config "$cfg" --check-positions 0 --tokens "$tokens" --json "$bench" --results "$out/results.tsv" \
+      --config "$cfg" --context 512 --check-positions 0 --tokens "$tokens" --json "$bench" --results "$out/results.tsv" \
       --tag "sim-collect $v" "${popt[@]}" >"$out/bench/$model-$name.log" 2>&1
     rc=$?
     tail -n 2 "$out/bench/$model-$name.log"

@@ -69,8 +69,24 @@ TEST(DefaultScheduleConfig, RowsThatSixWarpsStripEvenlyTakeTheLeanBuild) {
   EXPECT_EQ(default_schedule_config(preset("llama-3.1-8b"), h100(), 512).threads_per_block, 256);
 }
 
+// SmolLM2-135M by hand: one tile per SM would stream a few KiB a task (q/k/v ceil(960 / 132) =
+// 8 rows of 1152 bytes); each GEMV tile streams at least 16 KiB instead: 16384 / 1152 -> 15 rows
+// for q/k/v, gate/up (K = 576: 15 < ceil(3072 / 132) = 24 -> 24) and o_proj (K = q_dim 576),
+// 16384 / 3072 -> 6 for down_proj (K = 1536; one per SM would be 5).
+TEST(DefaultScheduleConfig, SmallModelTilesStreamAtLeast16KiB) {
+  const ScheduleConfig c = default_schedule_config(preset("smollm2-135m"), h100(), 512);
+  EXPECT_EQ(n_tile(c, "q_proj", "N_tile"), 15);
+  EXPECT_EQ(n_tile(c, "k_proj", "N_tile"), 15);
+  EXPECT_EQ(n_tile(c, "v_proj", "N_tile"), 15);
+  EXPECT_EQ(n_tile(c, "o_proj", "N_tile"), 15);
+  EXPECT_EQ(n_tile(c, "gate_proj", "N_tile"), 24);
+  EXPECT_EQ(n_tile(c, "up_proj", "N_tile"), 24);
+  EXPECT_EQ(n_tile(c, "down_proj", "N_tile"), 6);
+}
+
 // Every preset: the derived program validates, and each streaming level has between half the
-// SMs and the SMs plus one ragged tile per projection.
+// SMs (or as many tiles as 16 KiB a tile allows, if fewer) and the SMs plus one ragged tile per
+// projection.
 TEST(DefaultScheduleConfig, EveryLevelUsesAboutEverySm) {
   const int64_t sms = h100().num_sms;
   for (const char* name : {"llama-3.2-1b", "qwen3-0.6b", "smollm2-135m", "llama-3.1-8b"}) {
@@ -87,11 +103,18 @@ TEST(DefaultScheduleConfig, EveryLevelUsesAboutEverySm) {
                                                                                             : stage;
       ++tiles[level];
     }
-    for (const auto& [level, projections] :
-         std::map<std::string, int64_t>{{"qkv", 3}, {"gate_up", 2}, {"o_proj", 1}, {"down_proj", 1}}) {
+    // Weight bytes of each level (BF16) and its projections.
+    const std::map<std::string, std::pair<int64_t, int64_t>> levels{
+        {"qkv", {2 * m.hidden_size * (m.q_dim() + 2 * m.kv_dim()), 3}},
+        {"gate_up", {2 * m.hidden_size * 2 * m.intermediate_size, 2}},
+        {"o_proj", {2 * m.q_dim() * m.hidden_size, 1}},
+        {"down_proj", {2 * m.intermediate_size * m.hidden_size, 1}}};
+    for (const auto& [level, shape] : levels) {
       SCOPED_TRACE(level);
-      EXPECT_GE(tiles[level], sms / 2);
+      const auto [bytes, projections] = shape;
+      EXPECT_GE(tiles[level], std::min(sms / 2, bytes / (16 * 1024) / 2));
       EXPECT_LE(tiles[level], sms + projections);
+      EXPECT_LE(tiles[level], bytes / (16 * 1024) + projections);  // >= 16 KiB a tile
     }
   }
 }

@@ -111,6 +111,24 @@ TEST(TimingSim, AChainOfDependentTasksOnDifferentSmsCostsOneHopPerLink) {
   }
 }
 
+TEST(TimingSim, SignalsOnOneCounterAreServedOneAfterAnother) {
+  // n tasks on n SMs release one shared counter at the same instant; a waiter needs all n.
+  for (int n : {1, 4, 16}) {
+    SimConstants c = clean_constants();
+    c.arrive_us = 0.25;
+    Program p;
+    const int64_t counter = p.new_counter();
+    for (int i = 0; i < n; ++i) {
+      Task& t = p.add_task(Op::ADD, {}, {}, counter, {});
+      t.sm = i;
+      t.label = "L0.add" + std::to_string(i);
+    }
+    other(p, n, 0, {Wait{counter, n}});
+    const double expected = c.task_fixed_us + n * c.arrive_us + c.hop_us + c.task_fixed_us;
+    EXPECT_NEAR(run(p, c).step_us, expected, 1e-9) << n << " signals";
+  }
+}
+
 TEST(TimingSim, HopsLengthenWithBytesInFlight) {
   // One SM streams while two others pass a counter: the hop grows by hop_trips round trips'
   // inflation, each rtt_us_per_kib per KiB in flight per SM.

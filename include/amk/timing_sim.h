@@ -52,6 +52,12 @@ struct SimConstants {
   // A GEMV body's fixed cost before its rows flow (the first chunk's wait, the strip set-up):
   // the profiles' body time is ~1.3 µs plus the bytes at a rate far above per_sm_gbs' old fits.
   double body_fixed_us = 1.0;
+  // Signals on one counter are served one after another (same-address atomics serialise at the
+  // counter's L2 slice, behind the polls of its waiters): a level of n tasks lands its last
+  // signal at least n x arrive_us after its first. Fewer, wider tiles finish a chain-bound
+  // level sooner (measured, bench/RESULTS.md 2026-11-24: smollm2-135m's q/k/v tiles twice as wide
+  // -6.6 %, its o_proj -4 %).
+  double arrive_us = 0.0;
 };
 
 // The fitted constants' names, in a fixed order (the fit's coordinates, the JSON's keys).

@@ -24,18 +24,34 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   // Rows of one level over every SM: the tiles of one level (which may span several
   // projections that wait on the same input) number about one per SM.
   const auto per_sm = [&](int64_t rows) { return std::max<int64_t>(1, ceil_div(rows, sms)); };
-  const int64_t qkv = per_sm(m.q_dim() + 2 * m.kv_dim());
-  const int64_t gate_up = per_sm(2 * m.intermediate_size);
-  const int64_t hidden = per_sm(m.hidden_size);
+  // ... but no GEMV tile streams less than kMinTileBytes of BF16 rows of length k. On a small
+  // model one tile per SM makes tasks of a few KiB whose fixed costs (the gate pass, the release,
+  // one more signal on the level's counter) bound the level, not their bytes: fewer, wider tiles
+  // end it sooner. Measured on the H100 against one tile per SM (bench/RESULTS.md, 2026-11-24):
+  // smollm2-135m -11.6 % (q/k/v and o_proj 15 rows instead of 8 and 5, down_proj 6 instead of
+  // 5), qwen2.5-0.5b -4.7 %; 32 KiB gave -4.5 / -2.8 %. llama-3.2-1b's and qwen3-0.6b's tiles
+  // already stream >= 32 KiB (unchanged).
+  constexpr int64_t kMinTileBytes = 16 * 1024;
+  // (At most the projection's rows: a wider tile is the same program.)
+  const auto tile_rows = [&](int64_t level_rows, int64_t k, int64_t rows) {
+    const int64_t min_rows = ceil_div(kMinTileBytes, 2 * std::max<int64_t>(k, 1));
+    return std::min(std::max(per_sm(level_rows), min_rows), std::max<int64_t>(rows, 1));
+  };
+  const int64_t qkv_rows = m.q_dim() + 2 * m.kv_dim();
+  const int64_t q = tile_rows(qkv_rows, m.hidden_size, m.q_dim());
+  const int64_t kv = tile_rows(qkv_rows, m.hidden_size, m.kv_dim());
+  const int64_t gate_up = tile_rows(2 * m.intermediate_size, m.hidden_size, m.intermediate_size);
+  const int64_t o_proj = tile_rows(m.hidden_size, m.q_dim(), m.hidden_size);
+  const int64_t down = tile_rows(m.hidden_size, m.intermediate_size, m.hidden_size);
   // The lm_head streams the most bytes of any level: several tiles per SM of at most ~1 MiB of
   // BF16 rows, so the weight ring pipelines from one tile into the next.
   const int64_t lm_rows_per_mib = std::max<int64_t>(1, (int64_t(1) << 20) / (2 * m.hidden_size));
   const int64_t lm_head = std::min(per_sm(m.vocab_size), lm_rows_per_mib);
   c.tiling = {
-      {"q_proj", {{"N_tile", qkv}}},         {"k_proj", {{"N_tile", qkv}}},
-      {"v_proj", {{"N_tile", qkv}}},         {"o_proj", {{"N_tile", hidden}}},
+      {"q_proj", {{"N_tile", q}}},           {"k_proj", {{"N_tile", kv}}},
+      {"v_proj", {{"N_tile", kv}}},          {"o_proj", {{"N_tile", o_proj}}},
       {"gate_proj", {{"N_tile", gate_up}}},  {"up_proj", {{"N_tile", gate_up}}},
-      {"down_proj", {{"N_tile", hidden}}},   {"lm_head", {{"N_tile", lm_head}}},
+      {"down_proj", {{"N_tile", down}}},     {"lm_head", {{"N_tile", lm_head}}},
       // One partial argmax per SM, slices of a multiple of 4 logits (16-byte loads).
       {"sample_argmax", {{"N_tile", ceil_div(per_sm(m.vocab_size), 4) * 4}}},
   };

@@ -75,7 +75,8 @@ std::vector<KnobSpec> make_space() {
       "started the tile this many places earlier on its SM (lowered into GEMV tiles' M_tile "
       "param, the slot the loader reads it from)",
       {0, 1, 2, 3, 4, 6, 8}));
-  const char* per_sm = "the level's rows split evenly over the target's SMs";
+  const char* per_sm =
+      "the level's rows split evenly over the target's SMs, but at least 16 KiB of BF16 rows";
   for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
                            "down_proj"})
     s.push_back(tile(proj, "N_tile", per_sm,

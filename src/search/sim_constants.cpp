@@ -31,7 +31,7 @@ const std::vector<std::string>& fitted_constant_names() {
       "per_sm_gbs",      "task_fixed_us", "hop_us",         "chunk_us",
       "copy_latency_us", "rtt_us",        "rtt_us_per_kib", "hop_trips",
       "prologue_trips",  "act_gbs",       "attn_fixed_us",  "attn_gbs",
-      "strip_slow_factor", "epilogue_trips", "body_fixed_us"};
+      "strip_slow_factor", "epilogue_trips", "body_fixed_us", "arrive_us"};
   return names;
 }
 
@@ -56,6 +56,7 @@ const double* constant_field(const SimConstants& c, const std::string& name) {
   if (name == "strip_slow_factor") return &c.strip_slow_factor;
   if (name == "epilogue_trips") return &c.epilogue_trips;
   if (name == "body_fixed_us") return &c.body_fixed_us;
+  if (name == "arrive_us") return &c.arrive_us;
   return nullptr;
 }
 
@@ -94,11 +95,11 @@ SimConstants constants_from_json(std::string_view text, std::string_view source)
                             is_rate(key) && key != "ceiling_gbs" ? "> 0" : ">= 0"));
     *field = v;
   }
-  // strip_slow_factor, epilogue_trips and body_fixed_us came later: a file without them keeps
-  // the defaults.
+  // strip_slow_factor, epilogue_trips, body_fixed_us and arrive_us came later: a file without
+  // them keeps the defaults.
   for (const std::string& name : fitted_constant_names())
     if (!k.contains(name) && name != "strip_slow_factor" && name != "epilogue_trips" &&
-        name != "body_fixed_us")
+        name != "body_fixed_us" && name != "arrive_us")
       throw bad(fmt::format("constant \"{}\" is missing", name));
   return c;
 }

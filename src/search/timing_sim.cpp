@@ -61,6 +61,7 @@ class Engine {
     slope_ = c.rtt_us_per_kib / 1024.0 / double(p.num_sms);  // µs per byte in flight (GPU)
     sms_.resize(p.sms.size());
     arrivals_.resize(p.counter_increment.size());
+    counter_free_.assign(p.counter_increment.size(), 0.0);
     for (auto& a : arrivals_) a.reserve(size_t(p.steps) * 4);
     r_.stamps.assign(p.tasks.size(), {});
     sink_end_.assign(size_t(p.steps), -1);
@@ -87,6 +88,7 @@ class Engine {
   double now_ = 0, bytes_in_flight_ = 0, total_fetched_ = 0;
   std::vector<SmState> sms_;
   std::vector<std::vector<double>> arrivals_;  // per counter: when each signal is seen (+ hop)
+  std::vector<double> counter_free_;           // per counter: when its last signal was served
   std::vector<double> sink_end_, fetched_at_sink_;
   std::vector<double> wait_begin_abs_, op_begin_abs_, op_end_abs_;
   std::vector<double> body_begin_abs_, body_end_abs_;
@@ -324,7 +326,11 @@ class Engine {
     const int32_t ti = task_at(slot, s.pos);
     const SimTask& t = p_.tasks[size_t(ti)];
     op_end_abs_[size_t(ti)] = now_;
-    arrivals_[size_t(t.out_counter)].push_back(now_ + hop());
+    // The signal is served after the counter's previous one (arrive_us each), then seen a hop
+    // later; served in order, so each counter's arrivals stay sorted.
+    double& served = counter_free_[size_t(t.out_counter)];
+    served = std::max(now_, served) + c_.arrive_us;
+    arrivals_[size_t(t.out_counter)].push_back(served + hop());
     if (ti == p_.sink) {
       const int64_t step = step_of(slot, s.pos);
       sink_end_[size_t(step)] = now_;
