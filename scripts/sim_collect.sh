@@ -16,6 +16,7 @@ cd "$(dirname "$0")/.." || exit 2
 
 prebuilt="" models="llama-3.2-1b qwen3-0.6b smollm2-135m" max_variants=99 profile=1 gpu=auto
 tokens=256
+context=512  # the context the incumbent is derived for and every bench lowers
 while (($#)); do
   case "$1" in
     --prebuilt) prebuilt="${2:?}"; shift 2 ;;
@@ -64,7 +65,7 @@ variants=(
 for model in $models; do
   base="$out/configs/$model-derived.json"
   # The incumbent: the config amk bench derives without --config (512-token context).
-  "$amk" sim "$model" --gpu "${gpu/auto/h100}" --max-context 512 --write-config "$base" >/dev/null ||
+  "$amk" sim "$model" --gpu "${gpu/auto/h100}" --max-context "$context" --write-config "$base" >/dev/null ||
     { echo "cannot derive the config of $model"; exit 1; }
   n=0
   for v in "${variants[@]}"; do
@@ -104,7 +105,7 @@ PY
     ((profile)) && popt=(--profile --profile-tsv "$prof")
     echo "== $model [$v]"
     timeout 240 "$amk" bench --preset "$model" --preset-dir "/tmp/amk-sim-$model" --gpu "$gpu" \
-      --config "$cfg" --context 512 --check-positions 0 --tokens "$tokens" --json "$bench" --results "$out/results.tsv" \
+      --config "$cfg" --context "$context" --check-positions 0 --tokens "$tokens" --json "$bench" --results "$out/results.tsv" \
       --tag "sim-collect $v" "${popt[@]}" >"$out/bench/$model-$name.log" 2>&1
     rc=$?
     tail -n 2 "$out/bench/$model-$name.log"

@@ -51,26 +51,28 @@ model_dir() {  # a random BF16 checkpoint of the preset, made once
   echo "$dir"
 }
 
-((summary_only || ${#priors[@]})) && corpus_presets=""
-for p in $corpus_presets; do
-  dir=$(model_dir "$p")
-  wd="$work/corpus-$p"
-  "$amk" autoresearch "$dir" --gpu "$gpu" --device "$device" --iters "$iters" --cold --seed 0 \
-    --workdir "$wd" >"$wd.log" 2>&1 || { echo "corpus campaign on $p failed (see $wd.log)" >&2; exit 1; }
-  priors+=(--prior-corpus "$wd/corpus.jsonl")
-done
-
-((summary_only)) || target=$(model_dir "$target_preset")
-((summary_only)) && first_seed=$((seeds + 1))
-for s in $(seq "$first_seed" "$seeds"); do
-  for mode in cold warm; do
-    wd="$work/$mode-seed$s"  # an unfinished campaign there resumes
-    extra=(--cold)
-    [[ $mode == warm ]] && extra=("${priors[@]}")
-    "$amk" autoresearch "$target" --gpu "$gpu" --device "$device" --iters "$iters" --seed "$s" \
-      --workdir "$wd" "${extra[@]}" "${extra_args[@]}" >"$wd.log" 2>&1 || { echo "$mode seed $s failed (see $wd.log)" >&2; exit 1; }
+if ((!summary_only)); then
+  if ((${#priors[@]} == 0)); then  # no --prior: the corpus campaigns
+    for p in $corpus_presets; do
+      dir=$(model_dir "$p")
+      wd="$work/corpus-$p"
+      "$amk" autoresearch "$dir" --gpu "$gpu" --device "$device" --iters "$iters" --cold --seed 0 \
+        --workdir "$wd" >"$wd.log" 2>&1 || { echo "corpus campaign on $p failed (see $wd.log)" >&2; exit 1; }
+      priors+=(--prior-corpus "$wd/corpus.jsonl")
+    done
+  fi
+  target=$(model_dir "$target_preset")
+  for s in $(seq "$first_seed" "$seeds"); do
+    for mode in cold warm; do
+      wd="$work/$mode-seed$s"  # an unfinished campaign there resumes
+      extra=(--cold)
+      [[ $mode == warm ]] && extra=("${priors[@]}")
+      "$amk" autoresearch "$target" --gpu "$gpu" --device "$device" --iters "$iters" --seed "$s" \
+        --workdir "$wd" "${extra[@]}" "${extra_args[@]}" >"$wd.log" 2>&1 ||
+        { echo "$mode seed $s failed (see $wd.log)" >&2; exit 1; }
+    done
   done
-done
+fi
 
 python3 - "$work" "$seeds" "$iters" <<'PY'
 import csv, os, statistics, sys

@@ -3,6 +3,7 @@
 // program validates and spreads each streaming level over (about) every SM.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <map>
 #include <string>
 
@@ -29,18 +30,20 @@ int64_t n_tile(const ScheduleConfig& c, const std::string& archetype, const std:
   return -1;
 }
 
+// The N_tile of the seven projections, in the order q, k, v, o, gate, up, down.
+void expect_projection_tiles(const ScheduleConfig& c, const std::array<int64_t, 7>& want) {
+  static constexpr std::array<const char*, 7> kProjections{
+      "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  for (size_t i = 0; i < kProjections.size(); ++i)
+    EXPECT_EQ(n_tile(c, kProjections[i], "N_tile"), want[i]) << kProjections[i];
+}
+
 // Llama-3.2-1B on 132 SMs, by hand: q/k/v 2048 + 2 x 512 rows -> ceil(3072 / 132) = 24;
 // gate/up 2 x 8192 -> ceil(16384 / 132) = 125; o/down 2048 -> 16; lm_head min(ceil(128256 / 132)
 // = 972, 1 MiB / 4 KiB rows = 256) = 256; argmax 972 (a multiple of 4); 512 keys -> 8 blocks of 64.
 TEST(DefaultScheduleConfig, Llama32_1bOnH100) {
   const ScheduleConfig c = default_schedule_config(preset("llama-3.2-1b"), h100(), 512);
-  EXPECT_EQ(n_tile(c, "q_proj", "N_tile"), 24);
-  EXPECT_EQ(n_tile(c, "k_proj", "N_tile"), 24);
-  EXPECT_EQ(n_tile(c, "v_proj", "N_tile"), 24);
-  EXPECT_EQ(n_tile(c, "gate_proj", "N_tile"), 125);
-  EXPECT_EQ(n_tile(c, "up_proj", "N_tile"), 125);
-  EXPECT_EQ(n_tile(c, "o_proj", "N_tile"), 16);
-  EXPECT_EQ(n_tile(c, "down_proj", "N_tile"), 16);
+  expect_projection_tiles(c, {24, 24, 24, 16, 125, 125, 16});
   EXPECT_EQ(n_tile(c, "lm_head", "N_tile"), 256);
   EXPECT_EQ(n_tile(c, "sample_argmax", "N_tile"), 972);
   EXPECT_EQ(n_tile(c, "attention", "kv_block"), 64);
@@ -75,13 +78,7 @@ TEST(DefaultScheduleConfig, RowsThatSixWarpsStripEvenlyTakeTheLeanBuild) {
 // 16384 / 3072 -> 6 for down_proj (K = 1536; one per SM would be 5).
 TEST(DefaultScheduleConfig, SmallModelTilesStreamAtLeast16KiB) {
   const ScheduleConfig c = default_schedule_config(preset("smollm2-135m"), h100(), 512);
-  EXPECT_EQ(n_tile(c, "q_proj", "N_tile"), 15);
-  EXPECT_EQ(n_tile(c, "k_proj", "N_tile"), 15);
-  EXPECT_EQ(n_tile(c, "v_proj", "N_tile"), 15);
-  EXPECT_EQ(n_tile(c, "o_proj", "N_tile"), 15);
-  EXPECT_EQ(n_tile(c, "gate_proj", "N_tile"), 24);
-  EXPECT_EQ(n_tile(c, "up_proj", "N_tile"), 24);
-  EXPECT_EQ(n_tile(c, "down_proj", "N_tile"), 6);
+  expect_projection_tiles(c, {15, 15, 15, 15, 24, 24, 6});
 }
 
 // Every preset: the derived program validates, and each streaming level has between half the

@@ -54,9 +54,9 @@ struct SimConstants {
   double body_fixed_us = 1.0;
   // Signals on one counter are served one after another (same-address atomics serialise at the
   // counter's L2 slice, behind the polls of its waiters): a level of n tasks lands its last
-  // signal at least n x arrive_us after its first. Fewer, wider tiles finish a chain-bound
-  // level sooner (measured, bench/RESULTS.md 2026-11-24: smollm2-135m's q/k/v tiles twice as wide
-  // -6.6 %, its o_proj -4 %).
+  // signal at least n x arrive_us after its first. Added to explain why fewer, wider tiles end a
+  // small model's level sooner (smollm2-135m: q/k/v tiles twice as wide -6.6 %, o_proj -4 %,
+  // bench/RESULTS.md 2026-11-24); the H100 fit put it at ~0.012 µs, too small to be the reason.
   double arrive_us = 0.0;
 };
 

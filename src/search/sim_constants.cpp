@@ -95,11 +95,11 @@ SimConstants constants_from_json(std::string_view text, std::string_view source)
                             is_rate(key) && key != "ceiling_gbs" ? "> 0" : ">= 0"));
     *field = v;
   }
-  // strip_slow_factor, epilogue_trips, body_fixed_us and arrive_us came later: a file without
-  // them keeps the defaults.
+  // These came later: a file without them keeps the defaults.
+  static const std::set<std::string> kOptional{"strip_slow_factor", "epilogue_trips",
+                                               "body_fixed_us", "arrive_us"};
   for (const std::string& name : fitted_constant_names())
-    if (!k.contains(name) && name != "strip_slow_factor" && name != "epilogue_trips" &&
-        name != "body_fixed_us" && name != "arrive_us")
+    if (!k.contains(name) && !kOptional.contains(name))
       throw bad(fmt::format("constant \"{}\" is missing", name));
   return c;
 }

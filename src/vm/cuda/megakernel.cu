@@ -80,15 +80,9 @@ __device__ __forceinline__ void prefetch_record(const amk_task_record_t* src,
                                                 amk_task_record_t* dst, int n_vectors, int tid,
                                                 int n_threads) {
   const uint4* from = reinterpret_cast<const uint4*>(src);
-  const uint32_t to = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  for (int k = tid; k < n_vectors; k += n_threads)
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(to + 16u * uint32_t(k)),
-                 "l"(__cvta_generic_to_global(from + k))
-                 : "memory");
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-__device__ __forceinline__ void cp_async_wait_all() {
-  asm volatile("cp.async.wait_all;" ::: "memory");
+  const uint32_t to = smem_address(dst);
+  for (int k = tid; k < n_vectors; k += n_threads) cp_async16(to + 16u * uint32_t(k), from + k);
+  cp_async_commit();
 }
 
 __device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_task_record_t* s_rec,

@@ -53,6 +53,25 @@ __device__ __forceinline__ uint4 load_stream16(const uint4* p) {
   return v;
 }
 
+// cp.async of 16 bytes from global memory to the shared-memory address `smem` (L2 only: the
+// CTA reads the copy from shared memory), then the group commit and the wait that, with a
+// consumer barrier, make the copies visible. The task-record prefetch and attention's K/V
+// staging use them.
+__device__ __forceinline__ void cp_async16(uint32_t smem, const void* global) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem),
+               "l"(__cvta_generic_to_global(global))
+               : "memory");
+}
+__device__ __forceinline__ uint32_t smem_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
 
 // 1 / sqrt(mean(x^2) + eps) of one row of `hidden` floats in shared or global memory.

@@ -45,6 +45,7 @@
 #include "vm/cuda/ops/elementwise.cuh"
 #include "vm/cuda/ops/rope.cuh"
 #include "vm/cuda/ops/scratch.h"
+#include "vm/cuda/primitives.cuh"
 #include "vm/cuda/sync.cuh"
 
 namespace amk::cuda {
@@ -534,15 +535,12 @@ __device__ __forceinline__ void fast_attn_values(const OpContext& c, const Atten
 __device__ __forceinline__ void stage_kv_rows(const OpContext& c, const float* src, int64_t stride,
                                               int n, int row_floats, float* dst) {
   const int vec_per_row = row_floats / 4;
-  const uint32_t to = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  const uint32_t to = smem_address(dst);
   for (int k = c.tid; k < n * vec_per_row; k += c.n_threads) {
     const int j = k / vec_per_row, v = k - j * vec_per_row;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
-                     to + 16u * uint32_t(j * vec_per_row + v)),
-                 "l"(__cvta_generic_to_global(src + int64_t(j) * stride + 4 * v))
-                 : "memory");
+    cp_async16(to + 16u * uint32_t(j * vec_per_row + v), src + int64_t(j) * stride + 4 * v);
   }
-  asm volatile("cp.async.commit_group;" ::: "memory");
+  cp_async_commit();
 }
 
 // staged: each chunk's K and V rows of the task's KV heads are first copied to shared memory
@@ -582,7 +580,7 @@ __device__ void attention_tile_fast(const OpContext& c, const AttentionShape& a,
     if (staged) {
       stage_kv_rows(c, k0, stride, n, row_floats, k_stage);
       stage_kv_rows(c, v0, stride, n, row_floats, v_stage);
-      asm volatile("cp.async.wait_all;" ::: "memory");
+      cp_async_wait_all();
       consumer_sync(c.n_threads);
       k0 = k_stage;
       v0 = v_stage;
@@ -641,13 +639,6 @@ __device__ __forceinline__ bool attention_block_fits(const OpContext& c, const A
          attention_block_floats(a) * 4 <= c.scratch_bytes;
 }
 
-__device__ __forceinline__ void cp_async16(float* dst_smem, const float* src_global) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
-                   static_cast<uint32_t>(__cvta_generic_to_shared(dst_smem))),
-               "l"(__cvta_generic_to_global(src_global))
-               : "memory");
-}
-
 __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
   const int D = a.head_dim, D4 = D / 4, G = a.n_kv_heads, H = a.n_heads, R = H / G;
   const int n = int(a.kv_len), GD4 = G * D4;
@@ -663,15 +654,16 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
   const int stride = int(a.kv_stride);
   for (int i = c.tid; i < n * GD4; i += c.n_threads) {
     const int j = i / GD4, v = i - j * GD4;
-    cp_async16(ks + (j * GD4 + (v ^ (j & 7))) * 4, k0 + j * stride + 4 * v);
-    cp_async16(vs + i * 4, v0 + j * stride + 4 * v);
+    cp_async16(smem_address(ks + (j * GD4 + (v ^ (j & 7))) * 4), k0 + j * stride + 4 * v);
+    cp_async16(smem_address(vs + i * 4), v0 + j * stride + 4 * v);
   }
   const bool q_shared = __isShared(a.q);
   const float* q = q_shared ? a.q : qs;
   if (!q_shared)
-    for (int i = c.tid; i < H * D4; i += c.n_threads) cp_async16(qs + 4 * i, a.q + 4 * i);
-  asm volatile("cp.async.commit_group;" ::: "memory");
-  asm volatile("cp.async.wait_all;" ::: "memory");
+    for (int i = c.tid; i < H * D4; i += c.n_threads)
+      cp_async16(smem_address(qs + 4 * i), a.q + 4 * i);
+  cp_async_commit();
+  cp_async_wait_all();
   consumer_sync(c.n_threads);
   // 1. Scores, head-major: a warp's lanes share a head (q broadcast) and take consecutive keys.
   for (int i = c.tid; i < H * n; i += c.n_threads) {
@@ -766,8 +758,9 @@ __device__ __forceinline__ int fast_attn_chunk(const OpContext& c, const Attenti
 
 // The window, head range and shape checks both attention ops share; fills `a` (pointers to the
 // task's first query head and first KV head in cache row 0; the whole kv_len window, which
-// attention_window clips once the position is known) and returns 0 or an op_fail code
-// (without the opcode). Reads only the task record: it runs before the task's gate. q_numel / q_ptr: the query rows as given; k_cache / v_cache: the caches.
+// attention_window clips once the position is known) and returns 0 or an op_fail code (without
+// the opcode). Reads only the task record: it runs before the task's gate. q: the query rows as
+// given; k / v: the caches.
 __device__ inline int attention_setup(const OpContext& c, AttentionShape& a, int* first_head,
                                       const amk_buffer_t& q, const amk_buffer_t& k,
                                       const amk_buffer_t& v, int32_t known_flags) {
@@ -846,8 +839,10 @@ __device__ inline bool attention_tile_operands(const OpContext& c, AttentionShap
 //   [q_s: the task's query heads, count * head_dim floats][cos | sin: head_dim doubles]
 //   [k_s: its KV heads' new row, kvc * head_dim floats][the attention's own scratch]
 // Each row (head) is normed by one warp (flags bit 3, warp_rms_inv: RMSNORM's formula), each
-// rotate-half pair by one thread (rope_angles / rope_rotate, as op_rope); the task whose window holds the step's position writes its KV heads' row
-// of both caches, which its own attention then reads back (ordered by the barrier).
+// rotate-half pair by one thread (rope_inv_freqs before the gate, rope_angles_at and
+// rope_rotate after it: op_rope's arithmetic); the task whose window holds the step's position
+// writes its KV heads' row of both caches, which its own attention then reads back (ordered by
+// the barrier).
 // Extra op_fail codes: 6 inputs that do not match the flags / a bad norm weight or table (a
 // non-finite inv_freq entry included, as ROPE_FREQ refuses it), 7 op scratch too small for the
 // prologue.
