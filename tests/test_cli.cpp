@@ -133,6 +133,31 @@ TEST(CliInfo, ExamplePrintsCountsAndTheFloor) {
     EXPECT_NE(r.out.find(word), std::string::npos) << word << " missing from\n" << r.out;
 }
 
+// The derived default's fused opcodes (SILU_MUL_GEMV_ADD_TILE, ROPE_KV_ATTENTION_TILE: 22
+// characters) are longer than the plain ones: the count column still lines up.
+TEST(CliInfo, OpCountsLineUpWhateverTheNames) {
+  const fs::path prog =
+      fs::temp_directory_path() / ("amk_cli_info_" + std::to_string(getpid()) + ".json");
+  const CmdResult c = amk("compile " + quoted(std::string(AMK_TESTDATA_DIR) + "/fixtures/tiny-llama") +
+                          " --max-context 64 -o " + quoted(prog.string()));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const CmdResult r = amk("info " + quoted(prog.string()));
+  fs::remove(prog);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::vector<std::string> ops;
+  bool in_tasks = false;
+  while (std::getline(lines, line)) {
+    if (line.rfind("tasks", 0) == 0) in_tasks = true;
+    else if (in_tasks && line.rfind("  ", 0) == 0) ops.push_back(line);
+    else if (in_tasks) break;
+  }
+  ASSERT_GE(ops.size(), 3u) << r.out;
+  EXPECT_NE(r.out.find("SILU_MUL_GEMV_ADD_TILE "), std::string::npos) << r.out;
+  for (const std::string& op : ops) EXPECT_EQ(op.size(), ops[0].size()) << r.out;
+}
+
 TEST(CliInfo, JsonFloorIsWeightBytesOverBandwidth) {
   const CmdResult r = amk("info --json " + example());
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -1,6 +1,7 @@
 // `amk info FILE [--gpu NAME] [--json]`: what a program contains and how fast it could possibly
 // run: the bandwidth floor is the weight bytes streamed once per token at the target's HBM
 // bandwidth (IR_SPEC §5.1), for the spec and the measured figure.
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <map>
@@ -102,8 +103,11 @@ int run_info(const InfoOptions& opt) {
   std::cout << fmt::format("program   {}  (model {}, IR {}, ABI {})\n", opt.file,
                            model.value_or("?"), p.ir_version, p.abi_version);
   std::cout << fmt::format("tasks     {}\n", p.tasks.size());
+  // The widest opcode present sets the column, so the counts line up whatever the ops.
+  size_t width = 0;
+  for (const auto& [op, n] : by_op) width = std::max(width, name_of(static_cast<Op>(op)).size());
   for (const auto& [op, n] : by_op)
-    std::cout << fmt::format("  {:<18} {:>6}\n", name_of(static_cast<Op>(op)), n);
+    std::cout << fmt::format("  {:<{}} {:>6}\n", name_of(static_cast<Op>(op)), width, n);
   std::string kinds;
   for (const auto& [k, n] : by_kind)
     kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", name_of(static_cast<BufferKind>(k)), n);
