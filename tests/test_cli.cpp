@@ -36,6 +36,11 @@ std::string read_file(const fs::path& p) {
 
 std::string data(const std::string& name) { return quoted(std::string(AMK_TESTDATA_DIR) + "/cli/" + name); }
 std::string example() { return quoted(std::string(AMK_EXAMPLES_DIR) + "/llama_block.json"); }
+// `amk compile` of the tiny-llama fixture (derived default, a 64-row KV cache) into `out`.
+CmdResult compile_tiny_llama(const fs::path& out) {
+  return amk("compile " + quoted(std::string(AMK_TESTDATA_DIR) + "/fixtures/tiny-llama") +
+             " --max-context 64 -o " + quoted(out.string()));
+}
 
 nlohmann::json parse_json(const CmdResult& r) {
   try {
@@ -138,8 +143,7 @@ TEST(CliInfo, ExamplePrintsCountsAndTheFloor) {
 TEST(CliInfo, OpCountsLineUpWhateverTheNames) {
   const fs::path prog =
       fs::temp_directory_path() / ("amk_cli_info_" + std::to_string(getpid()) + ".json");
-  const CmdResult c = amk("compile " + quoted(std::string(AMK_TESTDATA_DIR) + "/fixtures/tiny-llama") +
-                          " --max-context 64 -o " + quoted(prog.string()));
+  const CmdResult c = compile_tiny_llama(prog);
   ASSERT_EQ(c.exit_code, 0) << c.err;
   const CmdResult r = amk("info " + quoted(prog.string()));
   fs::remove(prog);
@@ -319,8 +323,7 @@ TEST(CliExec, ARandomSeedIsPrintedAndRepeatable) {
 // What `amk compile` writes reads the step position at run time; exec runs it at --pos.
 TEST(CliExec, CompiledProgramsRunAtAPosition) {
   const fs::path prog = fs::temp_directory_path() / ("amk_cli_pos_" + std::to_string(getpid()) + ".json");
-  const CmdResult c = amk("compile " + quoted(std::string(AMK_TESTDATA_DIR) + "/fixtures/tiny-llama") +
-                          " --max-context 64 -o " + quoted(prog.string()));
+  const CmdResult c = compile_tiny_llama(prog);
   ASSERT_EQ(c.exit_code, 0) << c.err;
   for (const char* pos : {"", " --pos 0", " --pos 63"}) {
     SCOPED_TRACE(pos);

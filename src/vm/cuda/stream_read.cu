@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(32 * (kRingConsumerWarps + 1), 1)
                        int stages, float* sink) {
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* bars = reinterpret_cast<uint64_t*>(smem + int64_t(stages) * chunk);
-  const uint32_t stage0 = smem_addr(smem), bar0 = smem_addr(bars);
+  const uint32_t stage0 = smem_address(smem), bar0 = smem_address(bars);
   auto full = [&](int i) { return bar0 + 8u * uint32_t(i); };
   auto empty = [&](int i) { return bar0 + 8u * uint32_t(stages + i); };
   if (threadIdx.x == 0) {

@@ -23,11 +23,8 @@
 
 namespace amk::cuda {
 
-// ---- PTX wrappers (mbarrier and the bulk copy; addresses in the shared window) ----------------
+// ---- PTX wrappers (mbarrier and the bulk copy; addresses in the shared window, smem_address) --
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
 }
@@ -114,8 +111,8 @@ __device__ __forceinline__ void ring_init(WeightRing& r, uint8_t* stages, uint64
                                           int n_stages, int chunk_bytes, int inflight_chunks,
                                           int prefetch_chunks, int consumer_warps) {
   r.stage_base = stages;
-  r.stage_base_smem = smem_addr(stages);
-  r.barriers_smem = smem_addr(barriers);
+  r.stage_base_smem = smem_address(stages);
+  r.barriers_smem = smem_address(barriers);
   r.n_stages = n_stages;
   r.chunk_bytes = chunk_bytes;
   r.inflight_chunks = inflight_chunks < 1 ? 1 : (inflight_chunks > n_stages ? n_stages : inflight_chunks);
