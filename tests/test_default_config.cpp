@@ -40,11 +40,12 @@ void expect_projection_tiles(const ScheduleConfig& c, const std::array<int64_t, 
 
 // Llama-3.2-1B on 132 SMs, by hand: q/k/v 2048 + 2 x 512 rows -> ceil(3072 / 132) = 24;
 // gate/up 2 x 8192 -> ceil(16384 / 132) = 125; o/down 2048 -> 16; lm_head min(ceil(128256 / 132)
-// = 972, 1 MiB / 4 KiB rows = 256) = 256; argmax 972 (a multiple of 4); 512 keys -> 8 blocks of 64.
+// = 972, 32 KiB of partials / (4 bytes x 8 strips of a 4 KiB row) = 1024) = 972; argmax 972 (a
+// multiple of 4); 512 keys -> 8 blocks of 64.
 TEST(DefaultScheduleConfig, Llama32_1bOnH100) {
   const ScheduleConfig c = default_schedule_config(preset("llama-3.2-1b"), h100(), 512);
   expect_projection_tiles(c, {24, 24, 24, 16, 125, 125, 16});
-  EXPECT_EQ(n_tile(c, "lm_head", "N_tile"), 256);
+  EXPECT_EQ(n_tile(c, "lm_head", "N_tile"), 972);
   EXPECT_EQ(n_tile(c, "sample_argmax", "N_tile"), 972);
   EXPECT_EQ(n_tile(c, "attention", "kv_block"), 64);
   EXPECT_EQ(n_tile(c, "attention", "kv_heads"), 1);
@@ -58,6 +59,18 @@ TEST(DefaultScheduleConfig, Llama32_1bOnH100) {
   EXPECT_EQ(n_tile(default_schedule_config(preset("llama-3.2-1b"), h100(), 64), "attention",
                    "kv_block"),
             -1);
+}
+
+// The lm_head takes one tile per SM unless its strip partials would pass 32 KiB of scratch:
+// qwen3-0.6b ceil(151936 / 132) = 1152 rows of 2 KiB (4 strips: 18 KiB of partials);
+// llama-3.1-8b's 8 KiB rows have 16 strips, so 32 KiB / 64 bytes = 512 rows, not 972.
+TEST(DefaultScheduleConfig, LmHeadTakesOneTileASmWithinItsPartialsBudget) {
+  EXPECT_EQ(n_tile(default_schedule_config(preset("qwen3-0.6b"), h100(), 512), "lm_head",
+                   "N_tile"),
+            1152);
+  EXPECT_EQ(n_tile(default_schedule_config(preset("llama-3.1-8b"), h100(), 512), "lm_head",
+                   "N_tile"),
+            512);
 }
 
 // Consumer threads: 6 warps where every GEMV row keeps x in registers with 6 warps (strip period

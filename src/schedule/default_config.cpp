@@ -43,10 +43,18 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   const int64_t gate_up = tile_rows(2 * m.intermediate_size, m.hidden_size, m.intermediate_size);
   const int64_t o_proj = tile_rows(m.hidden_size, m.q_dim(), m.hidden_size);
   const int64_t down = tile_rows(m.hidden_size, m.intermediate_size, m.hidden_size);
-  // The lm_head streams the most bytes of any level: several tiles per SM of at most ~1 MiB of
-  // BF16 rows, so the weight ring pipelines from one tile into the next.
-  const int64_t lm_rows_per_mib = std::max<int64_t>(1, (int64_t(1) << 20) / (2 * m.hidden_size));
-  const int64_t lm_head = std::min(per_sm(m.vocab_size), lm_rows_per_mib);
+  // The lm_head: one tile per SM, as every other level. It used to be capped at ~1 MiB of BF16
+  // rows (several tiles per SM, so the ring pipelines from one into the next), and one tile per
+  // SM measured faster on the H100 (bench/RESULTS.md, 2026-11-24, ninth session): llama-3.2-1b
+  // -2.3 % (972 rows instead of 256), qwen3-0.6b -1.3 % (1151 instead of 512); a level of ~4
+  // tiles a SM pays ~4 gate passes and epilogues where it needs one. The tile's strip partials
+  // (one float per row and 32-vector strip, ops/gemv.cuh) live in the op scratch, which the ring
+  // gives up: they stay within kMaxLmPartialBytes (an 8 KiB-row model's 972 rows would take
+  // 62 KiB; this keeps its tiles at 512 rows, two a SM).
+  constexpr int64_t kMaxLmPartialBytes = 32 * 1024;
+  const int64_t lm_strips = cuda::gemv_strips_per_row(2 * m.hidden_size);
+  const int64_t lm_head = std::min(per_sm(m.vocab_size),
+                                   std::max<int64_t>(1, kMaxLmPartialBytes / (4 * lm_strips)));
   c.tiling = {
       {"q_proj", {{"N_tile", q}}},           {"k_proj", {{"N_tile", kv}}},
       {"v_proj", {{"N_tile", kv}}},          {"o_proj", {{"N_tile", o_proj}}},
