@@ -23,6 +23,10 @@ struct GpuRunOptions {
   int tokens_per_launch = 64;
   int warm_launches = 1;
   int timed_launches = 4;
+  // The position the warm-up launch starts at: 0 from an empty cache; > 0 seek()s there first
+  // (a seeded KV cache below it), so a long context's decode can be timed without decoding up
+  // to it.
+  int64_t start_position = 0;
   CudaVmOptions vm;
   int profile_steps = 0;  // > 0: one more launch of this many steps with per-task stamps
 };

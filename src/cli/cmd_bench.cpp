@@ -59,6 +59,7 @@ struct BenchOptions {
   std::string model_dir, preset, preset_dir, gpu = "auto", config, weights, json_path;
   std::string results = "results.tsv", tag, peer_script, python = "python3";
   int tokens = 256, warmup = 32, tokens_per_launch = 64, check_steps = 0;
+  int64_t start_position = 0;
   // Positions whose step is compared with the CPU reference: 0 and 1 from an empty cache, then
   // 65 and 300 after seek()ing both decoders to the same seeded cache, so the check crosses
   // split-KV blocks (64 keys by default) without decoding hundreds of steps on the CPU.
@@ -176,6 +177,10 @@ int run_bench(const BenchOptions& opt) {
     return fail_usage("name a checkpoint folder or --preset NAME (exactly one)");
   if (opt.tokens < 1 || opt.warmup < 0 || opt.tokens_per_launch < 1 || opt.check_steps < 0)
     return fail_usage("--tokens and --tokens-per-launch must be >= 1, --warmup and --check-steps >= 0");
+  if (opt.start_position < 0) return fail_usage("--start-position must be >= 0");
+  // The peer decodes from an empty cache: timing it against a seeked start would not be a race.
+  if (opt.start_position > 0 && opt.peer)
+    return fail_usage("--start-position and --peer: the peer times decode from position 0 only");
   std::vector<int64_t> positions = opt.check_positions;
   if (opt.check_steps > 0) {  // the first N positions from an empty cache
     positions.clear();
@@ -216,12 +221,12 @@ int run_bench(const BenchOptions& opt) {
       !opt.preset.empty() ? opt.preset : fs::absolute(folder.path).lexically_normal().filename().string();
 
   // Launch plan: warm-up launches, then enough timed launches for --tokens, all from position 0
-  // in one KV cache, so the program's context must hold every step.
+  // (or --start-position) in one KV cache, so the program's context must hold every step.
   const int tpl = opt.tokens_per_launch;
   const int warm_launches = (opt.warmup + tpl - 1) / tpl;
   const int timed_launches = (opt.tokens + tpl - 1) / tpl;
-  const int64_t steps_needed =
-      std::max<int64_t>(positions.back() + 1, int64_t(warm_launches + timed_launches) * tpl);
+  const int64_t steps_needed = std::max<int64_t>(
+      positions.back() + 1, opt.start_position + int64_t(warm_launches + timed_launches) * tpl);
   int64_t max_context = opt.context;
   if (max_context == 0) max_context = (steps_needed + 255) / 256 * 256;
   if (max_context < steps_needed)
@@ -247,7 +252,8 @@ int run_bench(const BenchOptions& opt) {
                                   eval::layer_count(program)));
 
   // (2) + (3) The floor: the bytes a step must move over the measured read ceiling.
-  const int64_t mean_position = int64_t(warm_launches) * tpl + int64_t(timed_launches) * tpl / 2;
+  const int64_t mean_position =
+      opt.start_position + int64_t(warm_launches) * tpl + int64_t(timed_launches) * tpl / 2;
   const eval::TrafficEstimate traffic = eval::estimate_traffic(program, mean_position);
   double ceiling_gbs = 0;
   try {
@@ -300,6 +306,7 @@ int run_bench(const BenchOptions& opt) {
   report["floor_weight_bytes"] = traffic.weight_bytes;
   report["kv_bytes_at_mean_position"] = traffic.kv_bytes;
   report["mean_position"] = mean_position;
+  report["start_position"] = opt.start_position;
   report["device"] = gpu.device_name;
   report["target"] = target->name;
   report["ceiling_gbs"] = ceiling_gbs;
@@ -335,6 +342,7 @@ int run_bench(const BenchOptions& opt) {
     g.tokens_per_launch = tpl;
     g.warm_launches = warm_launches;
     g.timed_launches = timed_launches;
+    g.start_position = opt.start_position;
     g.vm.weight_ring = !opt.no_weight_ring;
     g.profile_steps = opt.profile || !opt.trace.empty() ? std::min(tpl, 8) : 0;
     // The reference decodes the same program; it is dropped after the last check position, so
@@ -441,9 +449,13 @@ int run_bench(const BenchOptions& opt) {
                  peer.ran ? fmt::format("{:.1f}", peer.us_per_token) : opt.peer ? "failed" : "-",
                  peer.ran ? fmt::format("{:.2f}x", speedup) : "-", "PASS"});
   std::cout << "\n" << table.render() << "\n";
-  std::cout << fmt::format("{} tokens in {} launches of {} (after {} warm-up launches), median "
+  std::cout << fmt::format("{} tokens in {} launches of {} (after {} warm-up launches{}), median "
                            "over launches; floor = weight bytes / measured read ceiling\n",
-                           m.tokens, timed_launches, tpl, warm_launches);
+                           m.tokens, timed_launches, tpl, warm_launches,
+                           opt.start_position > 0
+                               ? fmt::format(", from position {} of a seeded cache",
+                                             opt.start_position)
+                               : std::string());
   if (!trace_table.empty()) std::cout << "\n" << trace_table;
 
   report["check"] = "PASS";
@@ -506,6 +518,10 @@ void add_bench_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_option("--context", opt->context,
                   "KV cache length of the program (default: the run's steps, rounded up to 256)");
+  cmd->add_option("--start-position", opt->start_position,
+                  "Position the timed decode starts at (after a seek with a seeded KV cache "
+                  "below it): a long context's per-token time without decoding up to it")
+      ->capture_default_str();
   cmd->add_option("--check-positions", opt->check_positions,
                   "Positions whose step is compared with the CPU reference before timing; a "
                   "position not reached by stepping is seek()ed to on both sides with the same "

@@ -52,7 +52,10 @@ GpuRun check_and_time_on_gpu(const Checkpoint& checkpoint, const Program& progra
   if (!run.pass) return run;
 
   // Timing: whole launches of greedy steps with no host round trip inside a launch.
-  cuda.reset();
+  if (opt.start_position > 0)
+    cuda.seek(opt.start_position, uint64_t(opt.start_position) + 1);
+  else
+    cuda.reset();
   int64_t token = check_prompt(1, cuda.vocab_size())[0];
   for (int launch = 0; launch < opt.warm_launches + opt.timed_launches; ++launch) {
     const auto start = Clock::now();

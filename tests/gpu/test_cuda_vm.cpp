@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "amk/cuda_vm.h"
 #include "amk/op_flags.h"
 #include "amk/decoder.h"
+#include "amk/gpu_measure.h"
 #include "amk/lowering.h"
 #include "amk/model_presets.h"
 #include "amk/oracle.h"
@@ -249,6 +251,70 @@ TEST(CudaVm, GemvStripPathsMatchReference) {
       expect_matches_reference(ck, lower_fixture(ck, config, DType::BF16), tokens);
     }
   }
+}
+
+// ---- (d3) attention windows of several 64-key blocks (ops/attention.cuh attention_block) -----
+// The fixtures' 64-token context never gives a task more than one block of keys; these windows
+// do: split-KV blocks of 128 and 256 keys (2 and 4 key blocks a task, with the last one partial)
+// and an unsplit window of up to 300 keys (5 blocks), on the decode shape's fused attention
+// (one KV head a task) and on the plain ATTENTION_TILE with every head. Teacher-forced over 300
+// tokens against the reference, so every window length from 1 to 300 is checked.
+TEST(CudaVm, AttentionOverSeveralKeyBlocksMatchesReference) {
+  AMK_REQUIRE_GPU();
+  const TempDir dir("long_window");
+  write_random_checkpoint_for(dir.path(), strip_shape_config(256, 512, 4, 2),
+                              model_preset_generation_config("tiny"), "long window", DType::BF16,
+                              5);
+  const Checkpoint ck = Checkpoint::open(dir.path());
+  std::mt19937_64 rng(13);
+  std::vector<int64_t> tokens(300);
+  for (int64_t& t : tokens) t = int64_t(rng() % uint64_t(ck.config().vocab_size));
+  ScheduleConfig fused;
+  for (const auto& [name, c] : schedule_sweep())
+    if (name == "all_fused_split_kv8_heads1") fused = c;
+  struct Case {
+    const char* label;
+    int64_t kv_block;  // 0: no split, one task per layer over the whole window
+    bool fused;
+  };
+  for (const Case& k : {Case{"fused, 128-key split", 128, true}, Case{"fused, 256-key split", 256, true},
+                        Case{"plain, unsplit", 0, false}}) {
+    SCOPED_TRACE(k.label);
+    ScheduleConfig config = k.fused ? fused : ScheduleConfig{};
+    config.tiling.clear();
+    if (k.kv_block > 0)
+      config.tiling = {{"attention", {{"kv_block", k.kv_block}, {"kv_heads", 1}}}};
+    std::cout << "long window / " << k.label << ":\n";
+    expect_matches_reference(ck, lower_fixture(ck, config, DType::BF16, 320), tokens);
+  }
+}
+
+// ---- (d4) `amk bench --start-position`: the timed decode starts where it is asked to ---------
+// On a 64-token program, 8 steps from position 56 fit and from 60 do not: a timing run that
+// ignored the start (and decoded from 0) would pass both.
+TEST(CudaVm, TimedDecodeStartsAtTheRequestedPosition) {
+  AMK_REQUIRE_GPU();
+  const Checkpoint ck = Checkpoint::open(fixture_dir("tiny-llama"));
+  const Program program = lower_fixture(ck, {}, DType::F32);
+  ReferenceDecoder reference(ck, program);
+  const eval::ReferenceLogits at = [&](int64_t position, int64_t token) {
+    EXPECT_EQ(position, 0);
+    reference.reset();
+    return reference.step(token);
+  };
+  eval::GpuRunOptions opt;
+  opt.check_positions = {0};
+  opt.tokens_per_launch = 8;
+  opt.warm_launches = 0;
+  opt.timed_launches = 1;
+  std::ostringstream log;
+  opt.start_position = kFixtureContext - 8;
+  const eval::GpuRun run = eval::check_and_time_on_gpu(ck, program, opt, at, log);
+  ASSERT_TRUE(run.pass) << log.str();
+  EXPECT_EQ(run.us_per_token.size(), 1u);
+  EXPECT_EQ(run.tokens, 8);
+  opt.start_position = kFixtureContext - 4;
+  EXPECT_THROW(eval::check_and_time_on_gpu(ck, program, opt, at, log), DecodeError);
 }
 
 // A task that waits on a counter nothing signals: validate() rejects it, and the GPU would spin

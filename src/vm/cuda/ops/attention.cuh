@@ -612,133 +612,169 @@ __device__ void attention_tile_fast(const OpContext& c, const AttentionShape& a,
   consumer_sync(c.n_threads);  // the scratch is free for the next task
 }
 
-// ---- One block of keys, whole (the decode tiling's common case) ----
+// ---- Blocks of 64 keys (the decode tiling's common case) ----
 //
-// A task whose window holds at most kAttnBlockKeys keys (the lowering's 64-key kv_block) needs no
-// online softmax: it stages its K and V rows (and q, when it is in global memory) in shared
-// memory with one round of cp.async, then
+// A task whose window fits the op scratch's staging of 64 keys walks it one 64-key block at a
+// time (a window of at most 64 keys, the lowering's kv_block, is one block). Per block it stages
+// the block's K and V rows (and, once, q when it is in global memory) in shared memory with one
+// round of cp.async, then
 //   1. scores: one thread per (head, key): s = scale * q_h . k_j over float4s of shared memory;
 //      K rows are stored with their 16-byte vectors XOR-swizzled by (key & 7), so the 8 lanes of
 //      a quarter-warp (consecutive keys, one vector index) hit 8 different bank groups;
-//   2. softmax: one warp per head: m = max s, p = exp(s - m) in place, l = sum p;
-//   3. values: one thread per (head, dim) (consecutive dims: conflict-free V reads, p broadcast),
-//      four accumulators over the keys, written straight to the output with m and l.
-// The same arithmetic as the chunked path's single chunk (m_old = -inf), so the same results up
-// to summation order. ~10x fewer instructions than the chunked path per block, whose online
-// softmax, key splits and 64-bit index math made a 64-key block cost ~7 us (ncu: ~2,800
-// instructions per warp per task, latency-bound).
+//   2. softmax: one warp per head: m' = max(m, max s), p = exp(s - m') in place, the older
+//      acc's rescale r = exp(m - m') (0 while m = -inf), l = r l + sum p;
+//   3. values: one thread per (head, dim) (consecutive dims: conflict-free V reads, p broadcast)
+//      keeps acc in registers across the blocks: acc = r acc + sum_j p_j v_j, four partial sums
+//      over the block's keys.
+// The output (acc / l, or [acc | m | l]) is written after the last block. One block is exactly
+// the single-chunk arithmetic (r = 0, 0 + x = x); longer windows are the chunked path's online
+// softmax, so the results agree with the reference up to summation order. ~10x fewer
+// instructions than the chunked path per block, whose key splits and 64-bit index math made a
+// 64-key block cost ~7 us (ncu: ~2,800 instructions per warp per task, latency-bound).
 inline constexpr int kAttnBlockKeys = 64;
+// (head, dim) items a thread keeps an acc for: n_heads x head_dim <= this x consumer threads.
+inline constexpr int kAttnBlockItems = 2;
 
-// Floats of scratch attention_block needs: [K: n x G D][V: n x G D][q: H x D][p: H x 64][m, l: H].
+// Floats of scratch attention_block needs: [K: 64 x G D][V: 64 x G D][q: H x D][p: H x 64]
+// [m, l, r: H] (scratch.h attention_split_scratch_bytes() reserves at least this).
 __device__ __forceinline__ int64_t attention_block_floats(const AttentionShape& a) {
   const int64_t gd = int64_t(a.n_kv_heads) * a.head_dim;
-  return 2 * kAttnBlockKeys * gd + int64_t(a.n_heads) * (a.head_dim + kAttnBlockKeys + 2);
+  return 2 * kAttnBlockKeys * gd + int64_t(a.n_heads) * (a.head_dim + kAttnBlockKeys + 3);
 }
 __device__ __forceinline__ bool attention_block_fits(const OpContext& c, const AttentionShape& a) {
-  return a.kv_len <= kAttnBlockKeys && a.head_dim % 32 == 0 &&
+  return a.head_dim % 32 == 0 && a.n_heads * a.head_dim <= kAttnBlockItems * c.n_threads &&
          attention_block_floats(a) * 4 <= c.scratch_bytes;
 }
 
 __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
   const int D = a.head_dim, D4 = D / 4, G = a.n_kv_heads, H = a.n_heads, R = H / G;
-  const int n = int(a.kv_len), GD4 = G * D4;
-  float* ks = c.scratch;                          // [n][G D], 16-byte vectors swizzled
-  float* vs = ks + int64_t(kAttnBlockKeys) * G * D;  // [n][G D]
+  const int GD4 = G * D4;
+  float* ks = c.scratch;                             // [64][G D], 16-byte vectors swizzled
+  float* vs = ks + int64_t(kAttnBlockKeys) * G * D;  // [64][G D]
   float* qs = vs + int64_t(kAttnBlockKeys) * G * D;  // [H][D]
   float* ps = qs + H * D;                            // [H][kAttnBlockKeys]
-  float* ms = ps + H * kAttnBlockKeys;               // [H]
-  float* ls = ms + H;                                // [H]
-  // 0. Stage the rows: key j's G D floats are contiguous in the cache (all KV heads of the task).
-  const float* k0 = a.k + a.kv_start * a.kv_stride;
-  const float* v0 = a.v + a.kv_start * a.kv_stride;
+  float* ms = ps + H * kAttnBlockKeys;               // [H] running max
+  float* ls = ms + H;                                // [H] running sum of p
+  float* rs = ls + H;                                // [H] this block's rescale of acc and l
   const int stride = int(a.kv_stride);
-  for (int i = c.tid; i < n * GD4; i += c.n_threads) {
-    const int j = i / GD4, v = i - j * GD4;
-    cp_async16(smem_address(ks + (j * GD4 + (v ^ (j & 7))) * 4), k0 + j * stride + 4 * v);
-    cp_async16(smem_address(vs + i * 4), v0 + j * stride + 4 * v);
-  }
   const bool q_shared = __isShared(a.q);
   const float* q = q_shared ? a.q : qs;
   if (!q_shared)
     for (int i = c.tid; i < H * D4; i += c.n_threads)
       cp_async16(smem_address(qs + 4 * i), a.q + 4 * i);
-  cp_async_commit();
-  cp_async_wait_all();
-  consumer_sync(c.n_threads);
-  // 1. Scores, head-major: a warp's lanes share a head (q broadcast) and take consecutive keys.
-  for (int i = c.tid; i < H * n; i += c.n_threads) {
-    const int h = i / n, j = i - h * n, g = h / R;
-    const float4* qh = reinterpret_cast<const float4*>(q + h * D);
-    const float4* kj = reinterpret_cast<const float4*>(ks) + j * GD4;
-    const int sw = j & 7;
-    float s0 = 0.0f, s1 = 0.0f;
-#pragma unroll 4
-    for (int v = 0; v < D4; v += 2) {
-      const float4 qa = qh[v], qb = qh[v + 1];
-      const float4 ka = kj[(g * D4 + v) ^ sw], kb = kj[(g * D4 + v + 1) ^ sw];
-      s0 = fmaf(qa.x, ka.x, s0);
-      s0 = fmaf(qa.y, ka.y, s0);
-      s0 = fmaf(qa.z, ka.z, s0);
-      s0 = fmaf(qa.w, ka.w, s0);
-      s1 = fmaf(qb.x, kb.x, s1);
-      s1 = fmaf(qb.y, kb.y, s1);
-      s1 = fmaf(qb.z, kb.z, s1);
-      s1 = fmaf(qb.w, kb.w, s1);
-    }
-    ps[h * kAttnBlockKeys + j] = (s0 + s1) * a.scale;
+  for (int h = c.tid; h < H; h += c.n_threads) {
+    ms[h] = neg_inf();
+    ls[h] = 0.0f;
   }
-  consumer_sync(c.n_threads);
-  // 2. Softmax, a warp a head (n <= 64: two keys a lane).
   const int warp = c.tid >> 5, lane = c.tid & 31, n_warps = c.n_threads >> 5;
-  for (int h = warp; h < H; h += n_warps) {
-    float* ph = ps + h * kAttnBlockKeys;
-    const float x0 = lane < n ? ph[lane] : neg_inf();
-    const float x1 = lane + 32 < n ? ph[lane + 32] : neg_inf();
-    float m = fmaxf(x0, x1);
+  float acc[kAttnBlockItems];
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    // exp(-inf - -inf) stays out (an empty window: m = -inf, every p = 0).
-    const float p0 = x0 == neg_inf() ? 0.0f : expf(x0 - m);
-    const float p1 = x1 == neg_inf() ? 0.0f : expf(x1 - m);
-    float l = p0 + p1;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
-    if (lane < n) ph[lane] = p0;
-    if (lane + 32 < n) ph[lane + 32] = p1;
-    if (lane == 0) {
-      ms[h] = m;
-      ls[h] = l;
+  for (int t = 0; t < kAttnBlockItems; ++t) acc[t] = 0.0f;
+  const int64_t kv_len = a.kv_len;
+  // One pass for an empty window too: it writes the empty result (acc 0, m -inf, l 0).
+  for (int64_t j0 = 0; j0 == 0 || j0 < kv_len; j0 += kAttnBlockKeys) {
+    const int n = int(kv_len - j0 < kAttnBlockKeys ? kv_len - j0 : kAttnBlockKeys);
+    // 0. Stage the block's rows: key j's G D floats are contiguous in the cache (all KV heads of
+    // the task). The previous block's readers are past the barrier that ended it.
+    const float* k0 = a.k + (a.kv_start + j0) * a.kv_stride;
+    const float* v0 = a.v + (a.kv_start + j0) * a.kv_stride;
+    for (int i = c.tid; i < n * GD4; i += c.n_threads) {
+      const int j = i / GD4, v = i - j * GD4;
+      cp_async16(smem_address(ks + (j * GD4 + (v ^ (j & 7))) * 4), k0 + j * stride + 4 * v);
+      cp_async16(smem_address(vs + i * 4), v0 + j * stride + 4 * v);
     }
+    cp_async_commit();
+    cp_async_wait_all();
+    consumer_sync(c.n_threads);
+    // 1. Scores, head-major: a warp's lanes share a head (q broadcast) and take consecutive keys.
+    for (int i = c.tid; i < H * n; i += c.n_threads) {
+      const int h = i / n, j = i - h * n, g = h / R;
+      const float4* qh = reinterpret_cast<const float4*>(q + h * D);
+      const float4* kj = reinterpret_cast<const float4*>(ks) + j * GD4;
+      const int sw = j & 7;
+      float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll 4
+      for (int v = 0; v < D4; v += 2) {
+        const float4 qa = qh[v], qb = qh[v + 1];
+        const float4 ka = kj[(g * D4 + v) ^ sw], kb = kj[(g * D4 + v + 1) ^ sw];
+        s0 = fmaf(qa.x, ka.x, s0);
+        s0 = fmaf(qa.y, ka.y, s0);
+        s0 = fmaf(qa.z, ka.z, s0);
+        s0 = fmaf(qa.w, ka.w, s0);
+        s1 = fmaf(qb.x, kb.x, s1);
+        s1 = fmaf(qb.y, kb.y, s1);
+        s1 = fmaf(qb.z, kb.z, s1);
+        s1 = fmaf(qb.w, kb.w, s1);
+      }
+      ps[h * kAttnBlockKeys + j] = (s0 + s1) * a.scale;
+    }
+    consumer_sync(c.n_threads);
+    // 2. Softmax, a warp a head (n <= 64: two keys a lane).
+    for (int h = warp; h < H; h += n_warps) {
+      float* ph = ps + h * kAttnBlockKeys;
+      const float x0 = lane < n ? ph[lane] : neg_inf();
+      const float x1 = lane + 32 < n ? ph[lane + 32] : neg_inf();
+      float m = fmaxf(x0, x1);
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+      const float m_old = ms[h];
+      m = fmaxf(m, m_old);
+      // exp(-inf - -inf) stays out (an empty window: m = -inf, every p = 0).
+      const float p0 = x0 == neg_inf() ? 0.0f : expf(x0 - m);
+      const float p1 = x1 == neg_inf() ? 0.0f : expf(x1 - m);
+      float l = p0 + p1;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
+      if (lane < n) ph[lane] = p0;
+      if (lane + 32 < n) ph[lane + 32] = p1;
+      if (lane == 0) {
+        const float r = m_old == neg_inf() ? 0.0f : expf(m_old - m);
+        ms[h] = m;
+        ls[h] = r * ls[h] + l;
+        rs[h] = r;
+      }
+    }
+    consumer_sync(c.n_threads);
+    // 3. Values: thread (h, d) folds sum_j p[h][j] v[j][g D + d] into its acc.
+#pragma unroll
+    for (int t = 0; t < kAttnBlockItems; ++t) {
+      const int i = c.tid + t * c.n_threads;
+      if (i >= H * D) break;
+      const int h = i / D, d = i - h * D, g = h / R;
+      const float* ph = ps + h * kAttnBlockKeys;
+      const float* vd = vs + g * D + d;
+      float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      int j = 0;
+      for (; j + 4 <= n; j += 4) {
+#pragma unroll
+        for (int u = 0; u < 4; ++u) part[u] = fmaf(ph[j + u], vd[(j + u) * G * D], part[u]);
+      }
+      for (; j < n; ++j) part[0] = fmaf(ph[j], vd[j * G * D], part[0]);
+      acc[t] = rs[h] * acc[t] + ((part[0] + part[1]) + (part[2] + part[3]));
+    }
+    consumer_sync(c.n_threads);  // the next block restages ks, vs and rewrites ps, rs
   }
-  consumer_sync(c.n_threads);
-  // 3. Values: thread (h, d) sums p[h][j] v[j][g D + d] over the keys and writes the output.
+  mark_body_end(c);
+  // The output, from each thread's acc and the final m, l.
   float* out = static_cast<float*>(out_buf(c, 0).ptr);
   const int width = a.partial ? D + 2 : D;
-  for (int i = c.tid; i < H * D; i += c.n_threads) {
-    const int h = i / D, d = i - h * D, g = h / R;
-    const float* ph = ps + h * kAttnBlockKeys;
-    const float* vd = vs + g * D + d;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    int j = 0;
-    for (; j + 4 <= n; j += 4) {
 #pragma unroll
-      for (int u = 0; u < 4; ++u) acc[u] = fmaf(ph[j + u], vd[(j + u) * G * D], acc[u]);
-    }
-    for (; j < n; ++j) acc[0] = fmaf(ph[j], vd[j * G * D], acc[0]);
-    const float sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  for (int t = 0; t < kAttnBlockItems; ++t) {
+    const int i = c.tid + t * c.n_threads;
+    if (i >= H * D) break;
+    const int h = i / D, d = i - h * D;
     const float l = ls[h];
     if (a.partial) {
-      out[h * width + d] = sum;
+      out[h * width + d] = acc[t];
       if (d == 0) {
         out[h * width + D] = ms[h];
         out[h * width + D + 1] = l;
       }
     } else {
       // An empty window leaves acc = 0, l = 0: attention over nothing is 0.
-      out[h * width + d] = sum * (l > 0.0f ? 1.0f / l : 0.0f);
+      out[h * width + d] = acc[t] * (l > 0.0f ? 1.0f / l : 0.0f);
     }
   }
-  mark_body_end(c);
 }
 
 // The fast path's key chunk for this scratch, or 0 when it does not fit (the warp path runs).
