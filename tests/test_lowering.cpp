@@ -8,10 +8,12 @@
 #include <iostream>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "amk/checkpoint.h"
 #include "amk/decoder.h"
 #include "amk/lowering.h"
+#include "amk/op_flags.h"
 #include "amk/oracle.h"
 #include "amk/validate.h"
 
@@ -136,9 +138,25 @@ TEST(Lowering, KvBlockSplitsAttentionIntoPartialsAndACombine) {
   EXPECT_EQ(count_op(p, Op::ATTENTION_TILE), 4 * m.num_hidden_layers);
   EXPECT_EQ(count_op(p, Op::ATTENTION_COMBINE), m.num_hidden_layers);
   EXPECT_TRUE(validate(p).ok);
-  // More blocks than ATTENTION_COMBINE can merge is an error that says what to change.
-  c.tiling = {{"attention", {{"kv_block", 4}}}};
-  EXPECT_NE(lowering_error(m, c).find("kv_block"), std::string::npos);
+  // More blocks than one combine merges: runs of up to 8 blocks, each merged into a partial,
+  // then one combine of those (16 blocks: 2 runs of 8; 20: 3 runs of 7, 7 and 6).
+  for (const auto& [block, blocks, runs] : {std::tuple{4, 16, 2}, std::tuple{1, 64, 8}}) {
+    c.tiling = {{"attention", {{"kv_block", block}}}};
+    const Program tree = lower(m, c, h100(), 64);
+    EXPECT_EQ(count_op(tree, Op::ATTENTION_TILE), blocks * m.num_hidden_layers);
+    EXPECT_EQ(count_op(tree, Op::ATTENTION_COMBINE), (runs + 1) * m.num_hidden_layers);
+    int64_t partial_combines = 0;
+    for (const Task& t : tree.tasks)
+      partial_combines += t.op == Op::ATTENTION_COMBINE &&
+                          (t.params.get_int("flags", 0) & attention_flags::kPartial) != 0;
+    EXPECT_EQ(partial_combines, runs * m.num_hidden_layers);
+    EXPECT_TRUE(validate(tree).ok);
+  }
+  // More blocks than a two-level tree merges (65 > 8 x 8) is an error that says what to change.
+  c.tiling = {{"attention", {{"kv_block", 1}}}};
+  const std::string error = lowering_error(m, c, 65);
+  EXPECT_NE(error.find("kv_block"), std::string::npos) << error;
+  EXPECT_NE(error.find("at most 64"), std::string::npos) << error;
 }
 
 TEST(Lowering, KvHeadsSplitsAttentionByHeadGroup) {
@@ -362,16 +380,28 @@ TEST(Lowering, KnobsDoNotChangeTheLogits) {
   }
   ScheduleConfig by_head = split;
   by_head.tiling = {{"attention", {{"kv_block", 5}, {"kv_heads", 1}}}, {"gemv", {{"N_tile", 24}}}};
+  // Two-level combine trees: 20 one-key blocks (runs of 7, 7, 6), and 10 two-key blocks a head
+  // group (runs of 5).
+  ScheduleConfig tree;
+  tree.tiling = {{"attention", {{"kv_block", 1}}}};
+  ScheduleConfig tree_by_head;
+  tree_by_head.tiling = {{"attention", {{"kv_block", 2}, {"kv_heads", 1}}}};
   ReferenceDecoder a(ck, lower(ck.config(), {}, h100(), 20));
   ReferenceDecoder b(ck, lower(ck.config(), split, h100(), 20));
   ReferenceDecoder c(ck, lower(ck.config(), by_head, h100(), 20));
+  ReferenceDecoder t1(ck, lower(ck.config(), tree, h100(), 20));
+  ReferenceDecoder t2(ck, lower(ck.config(), tree_by_head, h100(), 20));
   for (int64_t i = 0; i < 20; ++i) {
     const std::vector<float> la = a.step(e.sequence_ids[size_t(i)]);
     const std::vector<float> lb = b.step(e.sequence_ids[size_t(i)]);
     const std::vector<float> lc = c.step(e.sequence_ids[size_t(i)]);
+    const std::vector<float> l1 = t1.step(e.sequence_ids[size_t(i)]);
+    const std::vector<float> l2 = t2.step(e.sequence_ids[size_t(i)]);
     for (size_t j = 0; j < la.size(); ++j) {
       ASSERT_NEAR(la[j], lb[j], 1e-5) << "position " << i;
       ASSERT_NEAR(la[j], lc[j], 1e-5) << "position " << i << " (kv_heads 1)";
+      ASSERT_NEAR(la[j], l1[j], 1e-5) << "position " << i << " (combine tree)";
+      ASSERT_NEAR(la[j], l2[j], 1e-5) << "position " << i << " (combine tree, kv_heads 1)";
     }
   }
 }

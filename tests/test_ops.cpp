@@ -830,6 +830,45 @@ TEST(OpAttentionCombine, HandComputedAndAllEmpty) {
   EXPECT_NEAR(out.get(0), 8.0, 4 * ulp(DType::F32, 8.0));
 }
 
+// flags bit 1: the merge stays a partial. The hand case above as a tree: merging (A, B) into a
+// partial gives acc = 2 e^(0 - ln 3) + 10 = 32 / 3, m = ln 3, l = 1 / 3 + 1 = 4 / 3 (weights
+// relative to the larger m), and merging that with an empty shard finishes at 8 as before.
+// A partial over shards that are all empty stays empty (acc 0, m -inf, l 0), never NaN.
+TEST(OpAttentionCombine, PartialOutputMergesAgain) {
+  const Tensor pa = Tensor::from_floats(DType::F32, {1, 3}, std::vector<float>{2, 0, 1});
+  const Tensor pb = Tensor::from_floats(DType::F32, {1, 3}, std::vector<float>{10, float(std::log(3.0)), 1});
+  Tensor mid = filled(DType::F32, {1, 3}, kNaN);
+  run(Op::ATTENTION_COMBINE, Prm().i("head_dim", 1).i("flags", 2), {&pa, &pb}, {&mid});
+  EXPECT_NEAR(mid.get(0), 32.0 / 3.0, 8 * ulp(DType::F32, 11.0));
+  EXPECT_NEAR(mid.get(1), std::log(3.0), 4 * ulp(DType::F32, 1.1));
+  EXPECT_NEAR(mid.get(2), 4.0 / 3.0, 4 * ulp(DType::F32, 1.3));
+  const Tensor empty = Tensor::from_floats(DType::F32, {1, 3}, std::vector<float>{0, -INFINITY, 0});
+  Tensor out = filled(DType::F32, {1, 1}, kNaN);
+  run(Op::ATTENTION_COMBINE, Prm().i("head_dim", 1), {&mid, &empty}, {&out});
+  EXPECT_NEAR(out.get(0), 8.0, 8 * ulp(DType::F32, 8.0));
+  Tensor none = filled(DType::F32, {1, 3}, kNaN);
+  run(Op::ATTENTION_COMBINE, Prm().i("head_dim", 1).i("flags", 2), {&empty, &empty}, {&none});
+  EXPECT_EQ(none.get(0), 0.0);
+  EXPECT_EQ(none.get(1), -INFINITY);
+  EXPECT_EQ(none.get(2), 0.0);
+}
+
+TEST(OpAttentionCombine, RejectsBadPartialCombines) {
+  const Tensor p = Tensor::zeros(DType::F32, {2, 6});
+  Tensor part_out = Tensor::zeros(DType::F32, {2, 6});
+  Tensor flat = Tensor::zeros(DType::F32, {2, 4});
+  expect_op_error([&] { run(Op::ATTENTION_COMBINE, Prm().i("head_dim", 4).i("flags", 4), {&p, &p}, {&flat}); },
+                  "knows only bit 1");
+  expect_op_error([&] { run(Op::ATTENTION_COMBINE, Prm().i("flags", 2), {&p, &p}, {&part_out}); },
+                  "needs param head_dim");
+  expect_op_error([&] { run(Op::ATTENTION_COMBINE, Prm().i("head_dim", 4).i("flags", 2), {&p, &p}, {&flat}); },
+                  "writes a partial");
+  expect_op_error([&] {
+    run(Op::ATTENTION_COMBINE, Prm().i("head_dim", 4).i("flags", 2).i("n_off", 0).i("N_tile", 1),
+        {&p, &p}, {&part_out});
+  }, "no head range");
+}
+
 TEST(OpAttentionCombine, RejectsInconsistentSizes) {
   const Tensor p = Tensor::zeros(DType::F32, {4, 6});
   const Tensor p_small = Tensor::zeros(DType::F32, {4, 5});

@@ -1203,6 +1203,31 @@ TEST(ValidateParamShapes, CombineHeadRangeMustFitItsOutput) {
 }
 
 
+// A partial combine (flags bit 1, a level of a combine tree) writes a partial of its inputs'
+// size, whole: validate() names a wrong output size, a head range and an unknown flag.
+TEST(ValidateParamShapes, PartialCombineWritesAWholePartial) {
+  const auto combine = [](int64_t out_numel, int64_t flags, bool ranged) {
+    Program p;
+    const int64_t p0 = p.new_buffer("p0", BufferKind::IO_INPUT, DType::F32, {2, 6});
+    const int64_t p1 = p.new_buffer("p1", BufferKind::IO_INPUT, DType::F32, {2, 6});
+    const int64_t out = p.new_buffer("o", BufferKind::IO_OUTPUT, DType::F32, {out_numel});
+    Params params;
+    params.set_int("head_dim", 4);
+    params.set_int("flags", flags);
+    if (ranged) {
+      params.set_int("n_off", 0);
+      params.set_int("N_tile", 2);
+    }
+    p.add_task(Op::ATTENTION_COMBINE, {p0, p1}, {out}, p.new_counter(), {}, params, "combine");
+    return p;
+  };
+  EXPECT_TRUE(validate(combine(12, 2, false)).ok);
+  EXPECT_TRUE(Rejected(validate(combine(8, 2, false)), "writes a partial of its inputs' 12 elements"));
+  EXPECT_TRUE(Rejected(validate(combine(12, 2, true)), "takes no head range"));
+  EXPECT_TRUE(Rejected(validate(combine(8, 4, false)), "knows only bit 1"));
+}
+
+
 // ---- WAW
 // ------------------------------------------------------------------------------------------- `n`
 // GEMV tiles of width 8 at the given offsets, all under one counter, into y.

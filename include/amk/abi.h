@@ -1,6 +1,7 @@
-/* AMK on-device ABI (IR_SPEC §8), version 0.6 (0.2 + the on-device decode fields of
+/* AMK on-device ABI (IR_SPEC §8), version 0.7 (0.2 + the on-device decode fields of
  * amk_program_t in 0.3, + the task records in 0.4, + opcodes 23-24 and the attention flag bits
- * 3-4 in 0.5, + five profile stamps per task in 0.6; docs/CUDA_VM.md, docs/IR.md).
+ * 3-4 in 0.5, + five profile stamps per task in 0.6, + ATTENTION_COMBINE's partial output
+ * (flags bit 1) in 0.7; docs/CUDA_VM.md, docs/IR.md).
  *
  * The ONE header shared by host and device code. Plain C so nvcc, gcc and clang agree on every
  * byte: fixed-width fields, no pointers-to-member, no C++ types. The IR (include/amk/ir.h) mirrors
@@ -15,7 +16,7 @@
 #include <stdint.h>
 
 #define AMK_ABI_VERSION_MAJOR 0
-#define AMK_ABI_VERSION_MINOR 6
+#define AMK_ABI_VERSION_MINOR 7
 #define AMK_PROFILE_STAMPS 5 /* per instruction in amk_program_t.profile */
 
 #define AMK_MAX_INPUTS 8

@@ -18,8 +18,8 @@
 
 namespace amk {
 
-inline constexpr std::string_view kIrVersion = "0.5.0";
-inline constexpr std::string_view kAbiVersion = "0.6";
+inline constexpr std::string_view kIrVersion = "0.6.0";
+inline constexpr std::string_view kAbiVersion = "0.7";
 
 inline constexpr int kMaxInputs = 8;
 inline constexpr int kMaxOutputs = 4;

@@ -262,10 +262,25 @@ void check_embed(const TaskParams& c) {
 
 // A head-ranged ATTENTION_COMBINE writes elements [n_off * head_dim, (n_off + N_tile) * head_dim)
 // of its one-row output.
+// flags bit 1 (partial output): the merged partial has its inputs' size, needs head_dim and
+// takes no head range (docs/OPCODES.md).
 void check_combine(const TaskParams& c) {
   const Task& t = c.task();
   const auto off = int_param(t, "n_off"), tile = int_param(t, "N_tile"), hd = int_param(t, "head_dim");
   const Buffer* out = c.out(0);
+  const int64_t flags = int_param(t, "flags").value_or(0);
+  if ((flags & ~attention_flags::kPartial) != 0)
+    c.error("param flags " + num(flags) + ": ATTENTION_COMBINE knows only bit 1 (partial output)");
+  if ((flags & attention_flags::kPartial) != 0) {
+    if (off || tile) c.error("a partial combine (flags bit 1) takes no head range (n_off, N_tile)");
+    if (!hd) c.error("a partial combine (flags bit 1) needs param head_dim");
+    const Buffer* in = c.in(0);
+    if (in && out && in->numel() != out->numel())
+      c.error("a partial combine (flags bit 1) writes a partial of its inputs' " +
+              num(in->numel()) + " elements; output 0 " + c.ref(*out) + " has " +
+              num(out->numel()));
+    return;
+  }
   if (!off || !tile || !hd || *hd < 1 || !out) return;
   if (*off < 0 || *tile < 1 || (*off + *tile) * *hd > out->numel())
     c.error("head range n_off " + num(*off) + ", N_tile " + num(*tile) + " (head_dim " + num(*hd) +

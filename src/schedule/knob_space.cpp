@@ -91,8 +91,8 @@ std::vector<KnobSpec> make_space() {
                    "logits per partial argmax before the final reduce"));
   s.push_back(tile("attention", "kv_block",
                    "64 keys, doubled until the context is at most 8 blocks (absent: one block)",
-                   "keys per split-KV attention task; blocks are merged by ATTENTION_COMBINE (at "
-                   "most 8)"));
+                   "keys per split-KV attention task; blocks are merged by ATTENTION_COMBINE (more "
+                   "than 8: a two-level tree, at most 64 blocks)"));
   s.push_back(tile("attention", "kv_heads", "1 (with a kv_block split)",
                    "KV heads per attention task; must divide the model's KV heads"));
   {

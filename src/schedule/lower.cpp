@@ -32,8 +32,10 @@ namespace {
 
 namespace names = lowered_names;
 
-// ATTENTION_COMBINE's input cap (ABI_MAX_INPUTS).
-constexpr int64_t kMaxKvBlocks = kMaxInputs;
+// Split-KV blocks a layer's head group may have: ATTENTION_COMBINE merges at most kMaxInputs
+// partials, so more blocks take a two-level tree (partial combines of up to kMaxInputs blocks,
+// then one combine of theirs).
+constexpr int64_t kMaxKvBlocks = kMaxInputs * kMaxInputs;
 
 DType resolve_weight_dtype(const ModelConfig& m, std::optional<DType> given) {
   if (given) {
@@ -196,7 +198,8 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
     if (n_blocks > kMaxKvBlocks)
       throw LoweringError(
           fmt::format("tiling.attention.kv_block {} splits max_context {} into {} KV blocks; "
-                      "ATTENTION_COMBINE merges at most {} (raise kv_block or lower max_context)",
+                      "a two-level ATTENTION_COMBINE tree merges at most {} (raise kv_block or "
+                      "lower max_context)",
                       *tiling.kv_block, C, n_blocks, kMaxKvBlocks));
   }
 
@@ -433,34 +436,62 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
       const int64_t n_groups = NKV / kv_heads, group_heads = NH / n_groups;
       const bool by_head = tiling.kv_heads.has_value();
       const int64_t attn_counter = by_head ? g.shared_counter(ap + "attention heads") : -1;
+      // More blocks than one combine merges: runs of up to kMaxInputs blocks (as even as they
+      // go), each merged into a partial by its own combine as soon as its blocks are done, then
+      // one combine of those partials.
+      const bool tree = n_blocks > kMaxInputs;
+      const int64_t n_runs = (n_blocks + kMaxInputs - 1) / kMaxInputs;
+      const int64_t run_blocks = (n_blocks + n_runs - 1) / n_runs;
       for (int64_t gi = 0; gi < n_groups; ++gi) {
         const std::string group = by_head ? fmt::format("[h{}]", gi) : "";
-        const int64_t counter = g.shared_counter(ap + "attention partials" + group);
-        std::vector<int64_t> partials;
-        for (int64_t b = 0; b < n_blocks; ++b) {
-          const int64_t start = b * B, len = std::min(B, C - start);
-          const int64_t part = g.act(
-              by_head ? fmt::format("{}attn_h{}_part{}", ap, gi, b) : fmt::format("{}attn_part{}", ap, b),
-              {group_heads, HD + 2});
-          Params params =
-              attn_params(start, len, attention_flags::kPartial | attention_flags::kRuntimeWindow);
-          if (by_head) {
-            params.set_int("n_off", gi * group_heads);
-            params.set_int("N_tile", group_heads);
+        const std::string head_tag = by_head ? fmt::format("_h{}", gi) : "";
+        const int64_t merge_counter =
+            tree ? g.shared_counter(ap + "attention partial merges" + group) : -1;
+        std::vector<int64_t> partials;  // what the group's last combine merges
+        for (int64_t b0 = 0; b0 < n_blocks; b0 += run_blocks) {
+          const int64_t run = b0 / run_blocks, b1 = std::min(n_blocks, b0 + run_blocks);
+          const int64_t counter = g.shared_counter(
+              ap + "attention partials" + group + (tree ? fmt::format("[run{}]", run) : ""));
+          std::vector<int64_t> run_parts;
+          for (int64_t b = b0; b < b1; ++b) {
+            const int64_t start = b * B, len = std::min(B, C - start);
+            const int64_t part =
+                g.act(fmt::format("{}attn{}_part{}", ap, head_tag, b), {group_heads, HD + 2});
+            Params params =
+                attn_params(start, len, attention_flags::kPartial | attention_flags::kRuntimeWindow);
+            if (by_head) {
+              params.set_int("n_off", gi * group_heads);
+              params.set_int("N_tile", group_heads);
+            }
+            attention_task(std::move(params), part, counter,
+                           fmt::format("{}attention{}[kv{}]", ap, group, b),
+                           kv_bytes(len) / n_groups, 4 * QD * len / n_groups);
+            run_parts.push_back(part);
           }
-          attention_task(std::move(params), part, counter,
-                         fmt::format("{}attention{}[kv{}]", ap, group, b), kv_bytes(len) / n_groups,
-                         4 * QD * len / n_groups);
-          partials.push_back(part);
+          for (int64_t part : run_parts) g.mark_ready(part, Wait{counter, b1 - b0});
+          if (!tree) {
+            partials = run_parts;
+            continue;
+          }
+          const int64_t merged =
+              g.act(fmt::format("{}attn{}_merge{}", ap, head_tag, run), {group_heads, HD + 2});
+          g.shared_task(Op::ATTENTION_COMBINE, run_parts, merged, merge_counter,
+                        ints({{"head_dim", HD}, {"flags", attention_flags::kPartial}}),
+                        fmt::format("{}attention_merge{}[run{}]", ap, group, run), 0,
+                        4 * QD * (b1 - b0) / n_groups);
+          partials.push_back(merged);
         }
-        for (int64_t part : partials) g.mark_ready(part, Wait{counter, n_blocks});
+        if (tree)
+          for (int64_t merged : partials)
+            g.mark_ready(merged, Wait{merge_counter, int64_t(partials.size())});
         if (by_head) {
           g.shared_task(Op::ATTENTION_COMBINE, partials, attn,  attn_counter,
                         ints({{"head_dim", HD}, {"n_off", gi * group_heads}, {"N_tile", group_heads}}),
-                        ap + "attention_combine" + group, 0, 4 * QD * n_blocks / n_groups);
+                        ap + "attention_combine" + group, 0,
+                        4 * QD * int64_t(partials.size()) / n_groups);
         } else {
           g.task(Op::ATTENTION_COMBINE, partials, attn, ints({{"head_dim", HD}, {"n_heads", NH}}),
-                 ap + "attention_combine", 0, 4 * QD * n_blocks);
+                 ap + "attention_combine", 0, 4 * QD * int64_t(partials.size()));
         }
       }
       if (by_head) g.mark_ready(attn, Wait{attn_counter, n_groups});

@@ -64,6 +64,11 @@ std::vector<std::pair<std::string, ScheduleConfig>> schedule_sweep() {
       {"rmsnorm", "gemv"}, {"silu_mul", "gemv"}, {"gemv", "add"}, {"rope", "attention"}};
   all_fused.stream_bytes_in_flight = 32768;
   out.emplace_back("all_fused_split_kv8_heads1", all_fused);
+  // 16 blocks of 4 keys a head group: more than one combine merges, so a two-level tree
+  // (partial combines, flags bit 1, of 8 blocks each, then one combine of those).
+  ScheduleConfig tree = all_fused;
+  tree.tiling = {{"attention", {{"kv_block", 4}, {"kv_heads", 1}}}};
+  out.emplace_back("all_fused_split_kv4_tree", tree);
   ScheduleConfig rope_attention;
   rope_attention.fusion_grouping = {{"rope", "attention"}};
   out.emplace_back("rope_attention", rope_attention);

@@ -31,7 +31,9 @@
 //
 // ATTENTION_COMBINE. Per output element, over the partials with l > 0 (an empty shard never
 // yields exp(-inf + inf)): M = max m_p, out = sum exp(m_p - M) acc_p / sum exp(m_p - M) l_p;
-// 0 when every shard is empty. No barrier, no scratch.
+// 0 when every shard is empty. flags bit 1 (partial): the merge stays [acc | m | l] per head
+// (acc = sum exp(m_p - M) acc_p, m = M, l = sum exp(m_p - M) l_p), for a second combine. No
+// barrier, no scratch.
 //
 // Op scratch (ATTENTION_TILE only, optional): n_heads * n_splits * (head_dim + 2) floats when
 // splitting keys; scratch.h attention_split_scratch_bytes() is enough for every split.
@@ -1060,7 +1062,13 @@ __device__ inline void op_attention_combine(const OpContext& c) {
   // A head range (n_off, N_tile; N_tile 0 = none): the partials hold N_tile heads, merged into
   // heads [n_off, n_off + N_tile) of the one-row output.
   const bool ranged = p.N_tile != 0;
-  const int64_t on = ranged ? int64_t(p.N_tile) * p.head_dim : out.numel;
+  // flags bit 1: the merge stays a partial [acc | m | l] (needs head_dim, no head range).
+  if ((p.flags & ~kAttnPartial) != 0) return op_fail(c, code + 1);
+  const bool partial = (p.flags & kAttnPartial) != 0;
+  if (partial && (ranged || p.head_dim < 1 || out.numel != pn)) return op_fail(c, code + 1);
+  const int64_t on = ranged    ? int64_t(p.N_tile) * p.head_dim
+                     : partial ? pn / (p.head_dim + 2) * p.head_dim
+                               : out.numel;
   // head_dim / n_heads are optional (0 when absent): the sizes determine them.
   int64_t n_heads = p.n_heads > 0 ? p.n_heads : (pn - on) / 2;
   int64_t head_dim = p.head_dim > 0 ? p.head_dim : (n_heads > 0 ? on / n_heads : 0);
@@ -1085,24 +1093,28 @@ __device__ inline void op_attention_combine(const OpContext& c) {
   }
   const int hd = int(head_dim);
   float* o = static_cast<float*>(out.ptr) + (ranged ? int64_t(p.n_off) * hd : 0);
+  // Output element e of head h = e / width, d = e % width: an acc (d < head_dim), or with a
+  // partial output the head's merged m (d = head_dim) and l (d = head_dim + 1).
+  const int width = partial ? hd + 2 : hd;
+  const int64_t n_out = n_heads * width;
   // A thread merges kCombineElems output elements per pass and issues all their partials'
   // loads (acc, m, l of every shard) before using any: the shards were just written by other
   // SMs, so each load is an L2 round trip and only many in flight hide it.
   constexpr int kCombineElems = 1;
   const int64_t step = int64_t(c.n_threads) * kCombineElems;
-  for (int64_t e0 = c.tid; e0 < on; e0 += step) {
+  for (int64_t e0 = c.tid; e0 < n_out; e0 += step) {
     float acc_p[kCombineElems][AMK_MAX_INPUTS], m_p[kCombineElems][AMK_MAX_INPUTS],
         l_p[kCombineElems][AMK_MAX_INPUTS];
 #pragma unroll
     for (int k = 0; k < kCombineElems; ++k) {
       const int64_t e = e0 + int64_t(k) * c.n_threads;
-      const int64_t h = e / hd;
+      const int64_t h = e / width;
       const int64_t base = h * (hd + 2);
-      const int64_t d = e - h * hd;
+      const int64_t d = e - h * width;
 #pragma unroll
       for (int i = 0; i < AMK_MAX_INPUTS; ++i) {
-        const bool ok = i < n_parts && e < on;
-        acc_p[k][i] = ok ? parts[i][base + d] : 0.0f;
+        const bool ok = i < n_parts && e < n_out;
+        acc_p[k][i] = ok && d < hd ? parts[i][base + d] : 0.0f;
         m_p[k][i] = ok ? parts[i][base + hd] : 0.0f;
         l_p[k][i] = ok ? parts[i][base + hd + 1] : 0.0f;
       }
@@ -1110,9 +1122,10 @@ __device__ inline void op_attention_combine(const OpContext& c) {
 #pragma unroll
     for (int k = 0; k < kCombineElems; ++k) {
       const int64_t e = e0 + int64_t(k) * c.n_threads;
-      if (e >= on) break;
+      if (e >= n_out) break;
+      const int d = int(e - (e / width) * width);
       // merge_partials' arithmetic, over the registers: shards with l <= 0 are skipped.
-      o[e] = merge_partials<AMK_MAX_INPUTS>(n_parts, hd, 0, false, [&](int part, int i) {
+      o[e] = merge_partials<AMK_MAX_INPUTS>(n_parts, hd, d, partial, [&](int part, int i) {
         return i == hd ? m_p[k][part] : (i == hd + 1 ? l_p[k][part] : acc_p[k][part]);
       });
     }

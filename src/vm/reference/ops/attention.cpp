@@ -149,10 +149,28 @@ void op_attention_combine(const OpContext& c) {
   const bool ranged = c.has_param("n_off") || c.has_param("N_tile");
   if (ranged && !c.has_param("head_dim"))
     c.fail("a head range (n_off, N_tile) needs param head_dim");
+  // flags bit 1 (attention_flags::kPartial): the merge stays a flash partial [acc | m | l] per
+  // head, unnormalised, so a second combine can merge it again (a combine tree over more
+  // shards than one combine's inputs).
+  const int64_t flags = c.int_param_or("flags", 0);
+  if ((flags & ~attention_flags::kPartial) != 0)
+    c.fail("param flags " + num(flags) + ": ATTENTION_COMBINE knows only bit 1 (partial output)");
+  const bool partial = (flags & attention_flags::kPartial) != 0;
+  if (partial && ranged)
+    c.fail("a partial combine (flags bit 1) writes its heads' partial whole: no head range");
   if (ranged && out.shape.size() > 1 && out.numel() != out.shape.back())
     c.fail("a head range writes a slice of a one-row output; output 0 has shape " +
            shape_str(out.shape));
-  const int64_t on = ranged ? c.int_param("N_tile") * c.int_param("head_dim") : out.numel();
+  if (partial && !c.has_param("head_dim"))
+    c.fail("a partial combine (flags bit 1) needs param head_dim");
+  if (partial && out.numel() != pn)
+    c.fail("a partial combine writes a partial: output 0 has " + num(out.numel()) +
+           " elements, its partials " + num(pn));
+  // The merged heads' elements as a final output counts them (head_dim a head).
+  const int64_t hd_param = c.int_param_or("head_dim", 0);
+  const int64_t on = ranged    ? c.int_param("N_tile") * hd_param
+                     : partial ? (hd_param > 0 ? pn / (hd_param + 2) * hd_param : 0)
+                               : out.numel();
   for (size_t p = 0; p < c.num_inputs(); ++p) {
     const std::string what = "input " + num(int64_t(p)) + " (partial)";
     require_float(c, c.input(p), what);
@@ -175,6 +193,7 @@ void op_attention_combine(const OpContext& c) {
   std::vector<std::vector<double>> parts;
   for (size_t p = 0; p < c.num_inputs(); ++p) parts.push_back(load_all(c.input(p)));
   std::vector<double> result(size_t(on), 0.0);
+  std::vector<double> partial_result(partial ? size_t(pn) : 0, 0.0);
   for (int64_t h = 0; h < n_heads; ++h) {
     // Only shards that saw keys (l > 0) take part, so an empty shard never yields exp(-inf + inf).
     double M = -std::numeric_limits<double>::infinity();
@@ -189,10 +208,17 @@ void op_attention_combine(const OpContext& c) {
       L += w * ph[head_dim + 1];
       for (int64_t d = 0; d < head_dim; ++d) acc[d] += w * ph[d];
     }
+    if (partial) {
+      partial_result[size_t(h * width + head_dim)] = M;  // -inf when every shard is empty
+      partial_result[size_t(h * width + head_dim + 1)] = L;
+      for (int64_t d = 0; d < head_dim; ++d) partial_result[size_t(h * width + d)] = acc[d];
+      continue;
+    }
     // Every shard empty: the head attended to nothing and is 0, as in reference.py.
     if (L > 0)
       for (int64_t d = 0; d < head_dim; ++d) acc[d] /= L;
   }
+  if (partial) return store_all(out, partial_result);
   if (!ranged) return store_all(out, result);
   const int64_t all_heads = out.numel() / head_dim;
   if (c.has_param("n_heads") && c.int_param("n_heads") != all_heads)
