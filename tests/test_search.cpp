@@ -5,8 +5,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "amk/campaign_report.h"
@@ -180,6 +182,26 @@ TEST(Proposer, NeighboursChangeExactlyOneKnobWithinItsRange) {
   }
   EXPECT_EQ(ids.size(), nbrs.size());  // no duplicates
   EXPECT_EQ(nbrs.front().knob, "pipelining_depth");  // §5B: prefetch depth first
+}
+
+// The split-KV block sizes the search proposes: every power of two from 16 whose split of the
+// 512-token context the lowering merges (up to 64 blocks with a two-level combine tree), each
+// lowering to a validated program; 16 keys (32 blocks) is one only the tree allows.
+TEST(Proposer, KvBlockProposalsAreTheSplitsTheLoweringMerges) {
+  const SearchContext ctx = tiny_context();
+  std::set<std::string> blocks;
+  for (const Proposal& p : one_knob_neighbours(ctx.defaults, ctx)) {
+    if (p.knob != "tiling.attention.kv_block") continue;
+    SCOPED_TRACE(p.change);
+    blocks.insert(p.change);
+    EXPECT_NO_THROW(lower(ctx.model, p.config, ctx.target, ctx.max_context));
+  }
+  const int64_t current = integer_knob(ctx.defaults, "tiling.attention.kv_block").value_or(0);
+  for (const int64_t b : {16, 32, 64, 128, 256})
+    if (b != current)
+      EXPECT_TRUE(std::any_of(blocks.begin(), blocks.end(), [&](const std::string& c) {
+        return c.find("-> " + std::to_string(b)) != std::string::npos;
+      })) << "kv_block " << b << " missing among " << blocks.size() << " proposals";
 }
 
 TEST(Proposer, RandomProposalsAreReproducibleFromTheSeed) {

@@ -43,6 +43,11 @@ std::string kv_cache_name(int64_t layer, char k_or_v);
 // Defaults when the config leaves them out.
 inline constexpr int64_t kDefaultGemvNTile = 256;
 
+// Split-KV blocks one head group may have (tiling.attention.kv_block): ATTENTION_COMBINE merges
+// at most kMaxInputs partials, so more blocks take a two-level tree of combines (the first level
+// with flags bit 1, partial output), which bounds them at kMaxInputs^2.
+inline constexpr int64_t kMaxKvBlocks = int64_t(kMaxInputs) * kMaxInputs;
+
 // Throws LoweringError (bad knob, unsupported feature, max_context out of range) or
 // UnsupportedModelError (a sliding window shorter than max_context). Every returned program has
 // passed validate(); a rejection would be a lowering bug and throws LoweringError with the report.

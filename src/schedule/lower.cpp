@@ -32,11 +32,6 @@ namespace {
 
 namespace names = lowered_names;
 
-// Split-KV blocks a layer's head group may have: ATTENTION_COMBINE merges at most kMaxInputs
-// partials, so more blocks take a two-level tree (partial combines of up to kMaxInputs blocks,
-// then one combine of theirs).
-constexpr int64_t kMaxKvBlocks = kMaxInputs * kMaxInputs;
-
 DType resolve_weight_dtype(const ModelConfig& m, std::optional<DType> given) {
   if (given) {
     if (*given != DType::F32 && *given != DType::F16 && *given != DType::BF16)

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "amk/knob_space.h"
+#include "amk/lowering.h"
 
 namespace amk::search {
 
@@ -98,10 +99,11 @@ std::vector<Proposal> values_of(const ScheduleConfig& c, const std::string& knob
   // Tile knobs.
   const int64_t ctxlen = ctx.max_context;
   if (knob == "tiling.attention.kv_block") {
-    // Powers of two from 16 that split the context into 2..8 blocks, or no split at all.
+    // Powers of two from 16 that split the context into 2..kMaxKvBlocks blocks (more than 8: a
+    // two-level combine tree), or no split at all.
     for (int64_t b = 16; b < ctxlen; b *= 2) {
       const int64_t blocks = (ctxlen + b - 1) / b;
-      if (blocks < 2 || blocks > 8) continue;
+      if (blocks < 2 || blocks > kMaxKvBlocks) continue;
       ScheduleConfig next = c;
       set_integer_knob(next, knob, b);
       add(std::move(next), std::to_string(b));
