@@ -22,6 +22,7 @@
 #include "amk/lowering.h"
 #include "amk/model_config.h"
 #include "amk/results_tsv.h"
+#include "amk/schedule_config_io.h"
 #include "support/amk_command.h"
 #include "support/tiny_model.h"
 
@@ -122,6 +123,20 @@ TEST(Autoresearch, TwentyHonestRowsThenResumesToThirtySurvivingInjectedFailures)
   expect_honest_rows(w.path / "results.tsv", 30);
   EXPECT_NE(second.out.find("resuming"), std::string::npos) << second.out;
   EXPECT_EQ(amk::eval::read_results(w.path / "results.tsv")[24].correctness, "CRASH");
+
+  // Every experiment's config is logged with its verdict: the line's config has the row's id.
+  const auto experiments = lines_of(w.path / "experiments.jsonl");
+  ASSERT_EQ(experiments.size(), 30u);
+  const auto all_rows = amk::eval::read_results(w.path / "results.tsv");
+  for (size_t i = 0; i < experiments.size(); ++i) {
+    const auto e = nlohmann::ordered_json::parse(experiments[i]);
+    EXPECT_EQ(e["experiment"], int64_t(i) + 1);
+    EXPECT_EQ(e["correctness"], all_rows[i].correctness);
+    EXPECT_EQ(e.contains("latency_us"), all_rows[i].latency_us.has_value());
+    const auto parsed = amk::parse_schedule_config(e["config"].dump());
+    ASSERT_TRUE(parsed.config) << parsed.error;
+    EXPECT_EQ(amk::schedule_id(*parsed.config), all_rows[i].schedule_id) << "experiment " << i + 1;
+  }
 
   // Kept PASS configs are in the corpus, keyed by shape and GPU.
   const auto corpus = lines_of(w.path / "corpus.jsonl");

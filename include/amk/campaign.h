@@ -53,6 +53,11 @@ inline constexpr const char* kCorpusFile = "corpus.jsonl";
 inline constexpr const char* kStateFile = "state.json";
 inline constexpr const char* kWorkerLog = "worker.log";
 inline constexpr const char* kScreenedFile = "screened.jsonl";
+// Every evaluated experiment's config with its verdict, one JSON object a line (experiment,
+// schedule_id, correctness, latency_us and latency_kind when measured, config): results.tsv names
+// a config only by its id and the change from the incumbent, and the flywheel (the simulator's
+// fit and score, docs/SIMULATOR.md) needs the configs themselves.
+inline constexpr const char* kExperimentsFile = "experiments.jsonl";
 
 // One line per experiment goes to `log`. Throws std::runtime_error (a workdir holding another
 // campaign, an unreadable state) or eval::EvalSetupError (the model or the GPU cannot be used).

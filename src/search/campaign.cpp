@@ -289,6 +289,19 @@ CampaignSummary run_campaign(const CampaignOptions& o, std::ostream& log) {
                                   row.kept, d.reason, against, v.details);
     std::string why;
     if (!eval::append_results_row(out.results, row, &why)) throw std::runtime_error(why);
+    {
+      // Ordered: the config's tiling keeps its order, and with it its schedule id.
+      nlohmann::ordered_json e = {
+          {"experiment", k}, {"schedule_id", id}, {"correctness", row.correctness}};
+      if (v.has_latency()) {
+        e["latency_us"] = *v.latency_us;
+        e["latency_kind"] = std::string(eval::name_of(v.latency_kind));
+      }
+      e["config"] = nlohmann::ordered_json::parse(config_to_json(p->config));
+      std::ofstream f(o.workdir / kExperimentsFile, std::ios::app);
+      if (!(f << e.dump() << "\n"))
+        log << "warning: cannot append to " << (o.workdir / kExperimentsFile).string() << "\n";
+    }
 
     ++s.counts[row.correctness];
     s.tried.insert(id);
