@@ -48,8 +48,8 @@ std::vector<std::pair<std::string, ScheduleConfig>> schedule_sweep() {
   ScheduleConfig fused;
   fused.fusion_grouping = {{"rmsnorm", "gemv"}, {"silu_mul", "gemv"}, {"gemv", "add"}};
   out.emplace_back("fused", fused);
-  // kv_block 8: the split the lowering allows at max_context 64 with the most blocks (8, the
-  // combine's input cap); kv_block 4 would need 16.
+  // kv_block 8: the split of max_context 64 with the most blocks one combine merges (8, its
+  // input cap); kv_block 4 (16 blocks) takes a combine tree (all_fused_split_kv4_tree below).
   ScheduleConfig split;
   split.tiling = {{"attention", {{"kv_block", 8}}}};
   out.emplace_back("split_kv8", split);
