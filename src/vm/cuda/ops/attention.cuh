@@ -754,7 +754,10 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
       for (; j < n; ++j) part[0] = fmaf(ph[j], vd[j * G * D], part[0]);
       acc[t] = rs[h] * acc[t] + ((part[0] + part[1]) + (part[2] + part[3]));
     }
-    consumer_sync(c.n_threads);  // the next block restages ks, vs and rewrites ps, rs
+    // The next block restages ks, vs and rewrites ps, rs. After the last one nothing is
+    // rewritten (the output reads only ms and ls, final since the softmax barrier), so a
+    // one-block window keeps the single-block path's three barriers.
+    if (j0 + kAttnBlockKeys < kv_len) consumer_sync(c.n_threads);
   }
   mark_body_end(c);
   // The output, from each thread's acc and the final m, l.
