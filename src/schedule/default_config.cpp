@@ -65,9 +65,10 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   };
   // Split-KV blocks of 64 keys (doubled until at most 8 blocks: one ATTENTION_COMBINE merges
   // them), each KV head its own task; a context of one block stays one task per layer. Up to
-  // kMaxKvBlocks blocks lower too, through a two-level combine tree; whether 64-key blocks with
-  // a tree beat 512-key blocks at a 4,096 context is not yet measured, so the default keeps 8.
-  // (attention_block walks a long block 64 keys at a time either way.)
+  // kMaxKvBlocks blocks lower too, through a two-level combine tree, but the tree's second level
+  // costs more than the shorter walks save: at a 4,096 context on the H100, 512-key blocks (8)
+  // 1776 µs/token, 256 (16) +7.9 %, 128 (32) +7.1 %, 64 (64) +15 % (bench/RESULTS.md, tenth
+  // session). (attention_block walks a long block 64 keys at a time either way.)
   int64_t kv_block = 64;
   while (ceil_div(max_context, kv_block) > 8) kv_block *= 2;
   if (ceil_div(max_context, kv_block) >= 2)
