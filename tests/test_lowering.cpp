@@ -139,7 +139,7 @@ TEST(Lowering, KvBlockSplitsAttentionIntoPartialsAndACombine) {
   EXPECT_EQ(count_op(p, Op::ATTENTION_COMBINE), m.num_hidden_layers);
   EXPECT_TRUE(validate(p).ok);
   // More blocks than one combine merges: runs of up to 8 blocks, each merged into a partial,
-  // then one combine of those (16 blocks: 2 runs of 8; 20: 3 runs of 7, 7 and 6).
+  // then one combine of those (16 blocks: 2 runs of 8; 64 blocks: 8 runs of 8).
   for (const auto& [block, blocks, runs] : {std::tuple{4, 16, 2}, std::tuple{1, 64, 8}}) {
     c.tiling = {{"attention", {{"kv_block", block}}}};
     const Program tree = lower(m, c, h100(), 64);
