@@ -111,7 +111,7 @@ std::vector<KnobSpec> make_space() {
     s.push_back(std::move(f));
   }
   s.push_back(choice("sm_assignment", 4, {"critical_path", "load_balance", "round_robin"},
-                     "critical_path",
+                     "round_robin",
                      "which SM runs each task: a list scheduler over a bandwidth model, greedy "
                      "least-loaded, or round robin (an explicit {task_id: sm} map is also legal "
                      "but never searched)"));
