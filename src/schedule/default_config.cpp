@@ -101,8 +101,10 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   // The weight ring one 32 KiB stage short of what fits: 35 KiB of the opt-in left unused. The
   // GPU autoresearch campaigns found it first (smem_bytes_per_block 196608 on the H100) and a
   // fresh run confirmed it on all three presets: -1.7 % (llama-3.2-1b), -4.3 % (qwen3-0.6b),
-  // -5.5 % (smollm2-135m) (bench/RESULTS.md, 2026-11-24). A fuller ring prefetches more while
-  // the chain waits, and those copies queue the chain's own L2 round trips behind them.
+  // -5.5 % (smollm2-135m) (bench/RESULTS.md, 2026-11-24). What it buys is most likely L1, not a
+  // shorter ring: a stage shorter still (163840) is no faster (+0.5 % on the 1B, eleventh
+  // session), while dynamic shared memory past 196 KiB makes the SM take its 228 KiB carve-out
+  // and leaves ~28 KiB of L1 for the spill stack (+2.9 % at a 4,096 context, same session).
   if (target.smem_bytes_per_block_optin > 2 * kRingHeadroomBytes)
     c.smem_bytes_per_block = target.smem_bytes_per_block_optin - kRingHeadroomBytes;
   return c;
