@@ -13,19 +13,20 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "vm/cuda/primitives.cuh"  // the kernel's own cp.async wrappers
+
 namespace {
 
 constexpr int kKeys = 4096, kKvHeads = 8, kHeadDim = 64, kBlockKeys = 64, kThreads = 256;
 constexpr int kLayers = 16, kReps = 10;
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* global) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(a),
-               "l"(__cvta_generic_to_global(global))
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+using amk::cuda::cp_async16;
+using amk::cuda::cp_async_commit;
+using amk::cuda::cp_async_wait_all;
+using amk::cuda::smem_address;
+
+// The second buffer's wait (attention_block has only one buffer, so primitives.cuh has no such
+// wrapper): every cp.async group but the most recent one.
 __device__ __forceinline__ void cp_async_wait_prior() {
   asm volatile("cp.async.wait_group 1;" ::: "memory");
 }
@@ -49,8 +50,8 @@ __global__ void __launch_bounds__(kThreads) kv_walk(const float* k, const float*
     float* vs = ks + kBlockKeys * kHeadDim;
     for (int i = int(threadIdx.x); i < kBlockKeys * kHeadDim / 4; i += kThreads) {
       const int j = i / (kHeadDim / 4), d4 = i % (kHeadDim / 4);
-      cp_async16(ks + 4 * i, cache_row<kHeadContiguous>(k, g, j0 + j) + 4 * d4);
-      cp_async16(vs + 4 * i, cache_row<kHeadContiguous>(v, g, j0 + j) + 4 * d4);
+      cp_async16(smem_address(ks + 4 * i), cache_row<kHeadContiguous>(k, g, j0 + j) + 4 * d4);
+      cp_async16(smem_address(vs + 4 * i), cache_row<kHeadContiguous>(v, g, j0 + j) + 4 * d4);
     }
     cp_async_commit();
   };

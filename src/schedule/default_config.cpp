@@ -76,10 +76,9 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   c.fusion_grouping = {{"rmsnorm", "gemv"}, {"silu_mul", "gemv"}, {"gemv", "add"},
                        {"rope", "attention"}};
   // Round robin (task i on SM i mod SMs): each level's tiles, about one per SM, land one per SM
-  // in list order, as critical_path's model places them, without its 2 µs-a-task guesses. Three
-  // fresh A/B runs on the H100 against critical_path (bench/RESULTS.md, ninth and eleventh
-  // sessions): smollm2-135m -1.2 / -2.2 / -1.7 %, qwen3-0.6b -0.3 / -0.2 %, llama-3.2-1b
-  // +0.1 / +0.1 % (noise).
+  // in list order. Chosen by measurement: three fresh A/B runs on the H100 against critical_path
+  // (bench/RESULTS.md, ninth and eleventh sessions): smollm2-135m -1.2 / -2.2 / -1.7 %,
+  // qwen3-0.6b -0.3 / -0.2 %, llama-3.2-1b +0.1 / +0.1 % (noise).
   c.sm_assignment = std::string("round_robin");
   c.pipelining_depth = 4;
   c.page_allocation = "graph_color";
