@@ -374,7 +374,7 @@ void CudaVM::Impl::load() {
         CudaStatus::Rejected,
         fmt::format("the program needs {} co-resident CTAs; the device has {} SMs and fits {} CTA(s) "
                     "of {} threads + {} bytes of shared memory per SM",
-                    mp.n_sms, limits.sm_count, blocks_per_sm, mp.layout.consumer_threads + 32,
+                    mp.n_sms, limits.sm_count, blocks_per_sm, cuda::megakernel_cta_threads(mp.layout),
                     cuda::megakernel_smem_bytes(mp.layout)));
 
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags(launch)");

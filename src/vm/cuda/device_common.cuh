@@ -2,8 +2,9 @@
 // access and the step position. Header-only: the whole megakernel is one translation unit
 // (src/vm/cuda/megakernel.cu includes every op), so no relocatable device code is needed.
 //
-// Threads: a CTA is `n_threads` consumer threads (warps 0 .. n_threads/32 - 1) plus ONE producer
-// warp (the last) that streams GEMV weight tiles into the shared-memory ring (weight_ring.cuh).
+// Threads: a CTA is `n_threads` consumer threads (warps 0 .. n_threads/32 - 1) plus a producer
+// warp (a warpgroup in the 256-consumer build, megakernel.cu) whose first thread streams GEMV
+// weight tiles into the shared-memory ring (weight_ring.cuh).
 // Ops run on the consumer threads only, so they synchronise with consumer_sync() (named barrier
 // 1 over the consumer threads), NEVER __syncthreads(), which would wait for the producer warp.
 #pragma once

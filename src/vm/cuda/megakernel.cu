@@ -21,16 +21,30 @@ namespace {
 
 // Register budget. One CTA per SM, so registers cost no occupancy, but __launch_bounds__ caps
 // them: a CTA's warps are spread over the SM's 4 sub-partitions (16K registers each), so 224+32
-// threads (8 warps, 2 per sub-partition) allow 255 registers per thread, 256+32 (9 warps, 3 on
-// some) 168, and 512+32 (17 warps) 96. Spills are expensive here: the op scratch and the weight
-// ring take almost all of the SM's shared memory, so the L1 left for the stack is small and a
-// spill reload often goes to L2. The kernel is therefore built three times and
-// megakernel_prepare/launch pick the smallest build that fits the layout: the 224-consumer CTA
-// never spills, the 256 one a little, larger ones still run.
+// threads (8 warps, 2 per sub-partition) allow 255 registers per thread and 512+32 (17 warps)
+// 96. Spills are expensive here: the op scratch and the weight ring take almost all of the SM's
+// shared memory, so the L1 left for the stack is small and a spill reload often goes to L2. The
+// kernel is therefore built three times and megakernel_prepare/launch pick the smallest build
+// that fits the layout: the 224-consumer CTA never spills, larger ones still run.
+// The 256-consumer build gives its producer a whole warpgroup (256 + 128 threads, 168 registers
+// each at launch) and moves registers from it to the consumers with Hopper's setmaxnreg: the
+// producer needs few (kProducerRegs), the consumer warpgroups take the rest (kConsumerRegs,
+// 2 x 232 + 40 = 3 x 168), where 256 + 32 threads would cap every thread at 168 and spill.
 constexpr int kLeanConsumerThreads = 224;
 constexpr int kSmallConsumerThreads = 256;
 constexpr int kMaxConsumerThreads = 512;
-constexpr int kProducerThreads = 32;
+constexpr int kProducerRegs = 40;
+constexpr int kConsumerRegs = 232;
+// Producer threads of the build for kMaxConsumers consumers: one warp, or one warpgroup where
+// the registers are reallocated.
+constexpr bool reallocates_registers(int max_consumers) {
+  return max_consumers == kSmallConsumerThreads;
+}
+constexpr int producer_threads(int max_consumers) {
+  return reallocates_registers(max_consumers) ? 128 : 32;
+}
+static_assert(2 * kConsumerRegs + kProducerRegs <= 3 * 168,
+              "setmaxnreg: the warpgroups' registers exceed the launch's 3 x 168");
 constexpr int kMaxTxBytes = (1 << 20) - 16;  // an mbarrier's tx-count is 20 bits
 
 extern __shared__ __align__(128) uint8_t amk_dynamic_smem[];
@@ -185,7 +199,7 @@ __device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_tas
 }  // namespace
 
 template <int kMaxConsumers>
-__global__ void __launch_bounds__(kMaxConsumers + kProducerThreads, 1)
+__global__ void __launch_bounds__(kMaxConsumers + producer_threads(kMaxConsumers), 1)
     amk_megakernel(const __grid_constant__ amk_program_t prog, MegakernelLayout layout) {
   const int n_consumers = layout.consumer_threads;
   uint8_t* smem = amk_dynamic_smem;
@@ -207,9 +221,13 @@ __global__ void __launch_bounds__(kMaxConsumers + kProducerThreads, 1)
   const int queue_begin = prog.sm_queue_offset[blockIdx.x];
   const int queue_end = prog.sm_queue_offset[blockIdx.x + 1];
   if (int(threadIdx.x) >= n_consumers) {
+    if constexpr (reallocates_registers(kMaxConsumers))
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kProducerRegs));
     if (int(threadIdx.x) == n_consumers) ring_producer(prog, *ring, queue_begin, queue_end);
     return;
   }
+  if constexpr (reallocates_registers(kMaxConsumers))
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegs));
   __shared__ __align__(16) amk_task_record_t s_rec[2];
   run_consumers(prog, s_rec, scratch, layout.scratch_bytes, ring, &s_op_failed, n_consumers,
                 queue_begin, queue_end);
@@ -227,23 +245,33 @@ bool layout_ok(const MegakernelLayout& l) {
 using MegakernelFn = void (*)(amk_program_t, MegakernelLayout);
 
 // The build whose launch bounds admit the layout's CTA (layout_ok() already checked the size).
-MegakernelFn kernel_for(const MegakernelLayout& l) {
-  if (l.consumer_threads <= kLeanConsumerThreads) return &amk_megakernel<kLeanConsumerThreads>;
-  if (l.consumer_threads <= kSmallConsumerThreads) return &amk_megakernel<kSmallConsumerThreads>;
-  return &amk_megakernel<kMaxConsumerThreads>;
+struct MegakernelBuild {
+  MegakernelFn fn;
+  int threads;  // the CTA: the layout's consumers and the build's producer threads
+};
+MegakernelBuild kernel_for(const MegakernelLayout& l) {
+  const int c = l.consumer_threads;
+  if (c <= kLeanConsumerThreads)
+    return {&amk_megakernel<kLeanConsumerThreads>, c + producer_threads(kLeanConsumerThreads)};
+  // setmaxnreg is warpgroup-wide: the register-reallocating build runs exactly 256 consumers.
+  if (c == kSmallConsumerThreads)
+    return {&amk_megakernel<kSmallConsumerThreads>, c + producer_threads(kSmallConsumerThreads)};
+  return {&amk_megakernel<kMaxConsumerThreads>, c + producer_threads(kMaxConsumerThreads)};
 }
 
 }  // namespace
 
+int megakernel_cta_threads(const MegakernelLayout& layout) { return kernel_for(layout).threads; }
+
 cudaError_t megakernel_prepare(const MegakernelLayout& layout, int* blocks_per_sm) {
   if (!layout_ok(layout) || blocks_per_sm == nullptr) return cudaErrorInvalidValue;
   const int smem = megakernel_smem_bytes(layout);
-  const MegakernelFn kernel = kernel_for(layout);
+  const MegakernelBuild build = kernel_for(layout);
   const cudaError_t e =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+      cudaFuncSetAttribute(build.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      blocks_per_sm, kernel, layout.consumer_threads + kProducerThreads, size_t(smem));
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, build.fn, build.threads,
+                                                       size_t(smem));
 }
 
 cudaError_t megakernel_launch(const amk_program_t& prog, const MegakernelLayout& layout,
@@ -252,9 +280,9 @@ cudaError_t megakernel_launch(const amk_program_t& prog, const MegakernelLayout&
   amk_program_t program = prog;
   MegakernelLayout shape = layout;
   void* args[] = {&program, &shape};
-  return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel_for(layout)),
-                                     dim3(unsigned(prog.n_sms)),
-                                     dim3(unsigned(layout.consumer_threads + kProducerThreads)),
+  const MegakernelBuild build = kernel_for(layout);
+  return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(build.fn),
+                                     dim3(unsigned(prog.n_sms)), dim3(unsigned(build.threads)),
                                      args, size_t(megakernel_smem_bytes(layout)), stream);
 }
 

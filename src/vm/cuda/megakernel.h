@@ -14,11 +14,15 @@ namespace amk::cuda {
 // Raises the kernel's dynamic shared-memory limit and returns how many CTAs of this layout fit
 // on one SM (cudaOccupancyMaxActiveBlocksPerMultiprocessor). The grid must be <= SMs x that.
 // Limits (else cudaErrorInvalidValue, from prepare and launch alike): consumer_threads a multiple
-// of 32 in [64, 512] (the kernel is built for <= 256 consumers, 168 registers, and <= 512, 96
-// registers); scratch_bytes and chunk_bytes multiples of 16, chunk_bytes in [16, 2^20 - 16] (an
+// of 32 in [64, 512] (the kernel is built for <= 224 consumers, 255 registers; exactly 256,
+// 232 registers by setmaxnreg; and <= 512, 96 registers); scratch_bytes and chunk_bytes multiples of 16, chunk_bytes in [16, 2^20 - 16] (an
 // mbarrier's tx-count); ring_stages >= 0 (0: every GEMV reads its weights from global memory).
 // Each op's scratch need is in ops/scratch.h and the GEMV's in ops/gemv.cuh.
 cudaError_t megakernel_prepare(const MegakernelLayout& layout, int* blocks_per_sm);
+
+// Threads a CTA of this layout launches with: its consumers and the build's producer warp (or
+// producer warpgroup, where the build reallocates registers).
+int megakernel_cta_threads(const MegakernelLayout& layout);
 
 // One cooperative launch of `grid` CTAs (grid == prog.n_sms) running prog.n_steps decode steps.
 // `prog` is passed by value as a __grid_constant__ kernel parameter; every pointer in it is

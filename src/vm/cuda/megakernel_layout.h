@@ -15,7 +15,7 @@ inline constexpr int kStaticSmemReserve = 3072;
 // The loader fills this from the program (largest K of a GEMV tile, the largest op scratch) and
 // the target's opt-in limit; megakernel_smem_bytes() gives the total to launch with.
 struct MegakernelLayout {
-  int consumer_threads = 256;  // ScheduleConfig.threads_per_block; + 32 producer threads
+  int consumer_threads = 256;  // ScheduleConfig.threads_per_block; + the producer warp(group)
   int scratch_bytes = 0;       // multiple of 16
   int chunk_bytes = 32768;     // one ring stage: a multiple of 16
   int ring_stages = 4;         // >= 2
