@@ -73,16 +73,24 @@ TEST(DefaultScheduleConfig, LmHeadTakesOneTileASmWithinItsPartialsBudget) {
             512);
 }
 
-// Consumer threads: 6 warps where every GEMV row keeps x in registers with 6 warps (strip period
-// S / gcd(S, 6) <= 4 for S = 32-vector strips a BF16 row), 8 elsewhere. smollm2-135m: hidden 576
-// and FFN 1536 -> S = 3, 6 -> P = 1, 1; qwen3-0.6b: hidden 1024, q_dim 2048, FFN 3072 -> S = 4,
-// 8, 12 -> P = 2, 4, 2; llama-3.2-1b: FFN 8192 -> S = 32 -> P = 16 (x from shared memory);
-// llama-3.1-8b: hidden 4096 -> S = 16 -> P = 8.
-TEST(DefaultScheduleConfig, RowsThatSixWarpsStripEvenlyTakeTheLeanBuild) {
+// Consumer threads: 6 warps only where a layer's BF16 weights per SM fit the ring's shared memory
+// (196608 bytes on the H100) and every GEMV row keeps x in registers with 6 warps (strip period
+// S / gcd(S, 6) <= 4 for S = 32-vector strips a BF16 row), 8 elsewhere.
+// smollm2-135m: 2 x (576 x 960 + 576 x 576 + 3 x 576 x 1536) = 7,077,888 bytes a layer, 53,621
+// a SM; hidden 576 and FFN 1536 -> S = 3, 6 -> P = 1, 1: 192.
+// qwen3-0.6b: 2 x (1024 x 4096 + 2048 x 1024 + 3 x 1024 x 3072) = 31,457,280 bytes, 238,313 a SM
+// (> 196608): 256, although its rows strip evenly (S = 4, 8, 12 -> P = 2, 4, 2).
+// llama-3.2-1b: FFN 8192 -> S = 32 -> P = 16 (x from shared memory); llama-3.1-8b: hidden 4096
+// -> S = 16 -> P = 8.
+TEST(DefaultScheduleConfig, ChainBoundModelsWithEvenStripsTakeTheLeanBuild) {
   EXPECT_EQ(default_schedule_config(preset("smollm2-135m"), h100(), 512).threads_per_block, 192);
-  EXPECT_EQ(default_schedule_config(preset("qwen3-0.6b"), h100(), 512).threads_per_block, 192);
+  EXPECT_EQ(default_schedule_config(preset("qwen3-0.6b"), h100(), 512).threads_per_block, 256);
   EXPECT_EQ(default_schedule_config(preset("llama-3.2-1b"), h100(), 512).threads_per_block, 256);
   EXPECT_EQ(default_schedule_config(preset("llama-3.1-8b"), h100(), 512).threads_per_block, 256);
+  // The same smollm2 shape on a target whose shared memory cannot hold a layer a SM streams.
+  GpuTarget small = h100();
+  small.smem_bytes_per_block_optin = 80 * 1024;  // a 45 KiB ring
+  EXPECT_EQ(default_schedule_config(preset("smollm2-135m"), small, 512).threads_per_block, 256);
 }
 
 // SmolLM2-135M by hand: one tile per SM would stream a few KiB a task (q/k/v ceil(960 / 132) =

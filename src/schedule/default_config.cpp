@@ -82,20 +82,6 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   c.sm_assignment = std::string("round_robin");
   c.pipelining_depth = 4;
   c.page_allocation = "graph_color";
-  // Consumer warps: 6 (192 threads) where every GEMV row (K = hidden, q_dim for o_proj,
-  // intermediate for down_proj) keeps its x slices in registers with 6 warps (strip period 1-4,
-  // ops/gemv_strips.h), else 8. 192 threads take the 224-thread build, which never spills (the
-  // 256-thread one does, and every spill reload after a counter wait goes to L2); the per-task
-  // instruction latency that bounds small models' chains drops with it. Measured on the H100
-  // (bench/RESULTS.md, 2026-11-24): smollm2-135m -14 %, qwen3-0.6b -3.9 %; llama-3.2-1b, whose
-  // 8192-wide down_proj rows would read x from shared memory, +8.3 % at 192 (+25 % at 224).
-  const auto fast_with_6_warps = [](int64_t k) {
-    return cuda::gemv_strip_period(int(cuda::gemv_strips_per_row(2 * k)), 6) > 0;  // BF16 rows
-  };
-  c.threads_per_block = fast_with_6_warps(m.hidden_size) && fast_with_6_warps(m.q_dim()) &&
-                                fast_with_6_warps(m.intermediate_size)
-                            ? 192
-                            : 256;
   c.stream_bytes_in_flight = 32768;
   // The weight ring one 32 KiB stage short of what fits: 35 KiB of the opt-in left unused. The
   // GPU autoresearch campaigns found it first (smem_bytes_per_block 196608 on the H100) and a
@@ -106,6 +92,27 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   // and leaves ~28 KiB of L1 for the spill stack (+2.9 % at a 4,096 context, same session).
   if (target.smem_bytes_per_block_optin > 2 * kRingHeadroomBytes)
     c.smem_bytes_per_block = target.smem_bytes_per_block_optin - kRingHeadroomBytes;
+  // Consumer warps: 6 (192 threads, the 224-thread build) only where the chain, not the
+  // streaming, bounds the step: a layer's BF16 weights per SM fit the ring's shared memory
+  // (smem_bytes_per_block, above: the ring holds them before their waits), and every GEMV row
+  // (K = hidden, q_dim for o_proj, intermediate for down_proj) keeps its x slices in registers
+  // with 6 warps (strip period 1-4, ops/gemv_strips.h). Else 8 (256 threads, the build whose consumers take the producer
+  // warpgroup's registers: no spills either). Measured on the H100 (bench/RESULTS.md, twelfth
+  // session, 256 against 192 on the same binary): smollm2-135m (54 KiB a layer a SM) +2.5 %,
+  // qwen3-0.6b (238 KiB) -8.3 %; llama-3.2-1b's 8192-wide down_proj rows would read x from
+  // shared memory with 6 warps (+8.3 % at 192, seventh session).
+  const auto fast_with_6_warps = [](int64_t k) {
+    return cuda::gemv_strip_period(int(cuda::gemv_strips_per_row(2 * k)), 6) > 0;  // BF16 rows
+  };
+  const int64_t layer_weight_bytes =
+      2 * (m.hidden_size * (m.q_dim() + 2 * m.kv_dim()) + m.q_dim() * m.hidden_size +
+           3 * m.hidden_size * m.intermediate_size);
+  const bool chain_bound = ceil_div(layer_weight_bytes, sms) <= c.smem_bytes_per_block;
+  c.threads_per_block = chain_bound && fast_with_6_warps(m.hidden_size) &&
+                                fast_with_6_warps(m.q_dim()) &&
+                                fast_with_6_warps(m.intermediate_size)
+                            ? 192
+                            : 256;
   return c;
 }
 
