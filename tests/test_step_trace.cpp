@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "amk/lowering.h"
@@ -307,6 +308,55 @@ TEST_F(LoweredStepTrace, LayerTableEqualsIndependentSums) {
   EXPECT_EQ(first.layer, 0);
   EXPECT_EQ(first.levels.size(), want.size());
   EXPECT_THROW(eval::layer_table(p, s, ceiling, 2), std::invalid_argument);
+}
+
+// The dependency-level rows: the stages that wait on the same inputs (q/k/v; gate/up) merged,
+// every stage in exactly one row, each row the sum of its stages' tasks and bytes and the span
+// from the earliest begin to the latest end among them.
+TEST_F(LoweredStepTrace, DependencyLevelsMergeTheStagesThatRunSideBySide) {
+  const eval::LayerTable t = eval::layer_table(p, s, 3000);
+  std::map<std::string, const eval::LevelRow*> stage;
+  for (const eval::LevelRow& r : t.levels) stage[r.stage] = &r;
+  ASSERT_LT(t.dependency_levels.size(), t.levels.size());
+  std::map<std::string, int> seen;
+  const auto parts_of = [](const std::string& name) {
+    std::vector<std::string> parts;
+    std::stringstream in(name);
+    for (std::string part; std::getline(in, part, '+');) parts.push_back(part);
+    return parts;
+  };
+  bool gate_up = false, qkv = false;
+  int64_t tasks = 0;
+  for (const eval::LevelRow& r : t.dependency_levels) {
+    const std::vector<std::string> parts = parts_of(r.stage);
+    const std::set<std::string> set(parts.begin(), parts.end());
+    gate_up = gate_up || set == std::set<std::string>{"gate_proj", "up_proj"};
+    qkv = qkv || set == std::set<std::string>{"q_proj", "k_proj", "v_proj"};
+    int64_t want_tasks = 0, want_bytes = 0;
+    double begin = 1e300, end = -1e300;
+    for (const std::string& part : parts) {
+      ASSERT_EQ(stage.count(part), 1u) << part;
+      ++seen[part];
+      want_tasks += stage[part]->tasks;
+      want_bytes += stage[part]->bytes;
+      begin = std::min(begin, stage[part]->start_us);
+      end = std::max(end, stage[part]->end_us);
+    }
+    EXPECT_EQ(r.tasks, want_tasks) << r.stage;
+    EXPECT_EQ(r.bytes, want_bytes) << r.stage;
+    EXPECT_NEAR(r.span_us, end - begin, 1e-9) << r.stage;
+    EXPECT_NEAR(r.gbs, double(want_bytes) / ((end - begin) * 1e3), 1e-9) << r.stage;
+    tasks += r.tasks;
+  }
+  EXPECT_TRUE(gate_up);
+  EXPECT_TRUE(qkv);
+  EXPECT_EQ(tasks, t.total.tasks);
+  EXPECT_EQ(seen.size(), t.levels.size());
+  for (const auto& [name, n] : seen) EXPECT_EQ(n, 1) << name;
+  const std::string text = eval::format_layer_table(t);
+  EXPECT_TRUE(text.find("gate_proj+up_proj") != std::string::npos ||
+              text.find("up_proj+gate_proj") != std::string::npos)
+      << text;
 }
 
 }  // namespace

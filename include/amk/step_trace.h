@@ -70,6 +70,11 @@ struct LayerTable {
   int64_t layer = -1;
   double ceiling_gbs = 0;
   std::vector<LevelRow> levels;  // ordered by start_us (then list order)
+  // The same tasks by dependency level: the stages whose tasks sit at the same depth of the
+  // program's counter DAG (they wait on the same inputs and run side by side, e.g. gate_proj
+  // and up_proj) in one row named "gate_proj+up_proj", in start order. A level's bandwidth is
+  // what the "gate/up level" means; a stage row alone shows half of it.
+  std::vector<LevelRow> dependency_levels;
   LevelRow total;                // the layer: all its tasks, its span, its floor
   // The whole step: every task that ran, from the earliest wait begin to the latest op end.
   int64_t step_tasks = 0;

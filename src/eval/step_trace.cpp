@@ -1,5 +1,7 @@
 #include "amk/step_trace.h"
 
+#include "ir/dependency_graph.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -159,6 +161,24 @@ void write_chrome_trace(const std::string& path, const Program& program,
   if (!out) throw std::runtime_error(fmt::format("cannot write the trace to '{}'", path));
 }
 
+namespace {
+
+// Depth of each task in the counter DAG: 0 for a task that waits on no producer, else 1 + the
+// deepest task that signals a counter it waits on. Walked in Kahn's order (a task's producers
+// first); a cyclic program (validate() rejects it) leaves the tasks on the cycle at 0.
+std::vector<int64_t> dependency_depths(const Program& program) {
+  const detail::DependencyGraph g = detail::DependencyGraph::build(program);
+  const detail::TopoOrder order = detail::topological_order(g);
+  std::vector<int64_t> depth(program.tasks.size(), 0);
+  for (const int32_t t : order.tasks)
+    for (const int32_t c : g.task_waits.row(t))
+      for (const int32_t producer : g.producers.row(c))
+        depth[t] = std::max(depth[t], depth[producer] + 1);
+  return depth;
+}
+
+}  // namespace
+
 LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& stamps,
                        double ceiling_gbs, std::optional<int64_t> layer) {
   check_sizes(program, stamps);
@@ -178,8 +198,10 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     LevelRow row;
     size_t first = SIZE_MAX;
     uint64_t begin = UINT64_MAX, end = 0;
+    int64_t depth = INT64_MAX;  // the shallowest of its tasks
   };
   std::map<std::string, Level> levels;
+  const std::vector<int64_t> depth = dependency_depths(program);
   uint64_t step_begin = UINT64_MAX, step_end = 0;
   size_t layer_first = SIZE_MAX;
   for (size_t i = 0; i < program.tasks.size(); ++i) {
@@ -200,6 +222,7 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     level.row.bytes += task.est_bytes;
     level.begin = std::min(level.begin, s.op_begin);
     level.end = std::max(level.end, s.op_end);
+    level.depth = std::min(level.depth, depth[i]);
   }
   if (table.step_tasks > 0) table.step_span_us = us_since(step_end, step_begin);
   table.step_floor_us = floor_of(table.step_bytes, ceiling_gbs);
@@ -229,9 +252,66 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     total_end = std::max(total_end, level.end);
     table.levels.push_back(r);
   }
+  // Stages at one depth merged, in the order their first stage started.
+  std::vector<Level> merged;
+  for (const Level& level : ordered) {
+    auto same = std::find_if(merged.begin(), merged.end(),
+                             [&](const Level& m) { return m.depth == level.depth; });
+    if (same == merged.end()) {
+      merged.push_back(level);
+      continue;
+    }
+    same->row.stage += "+" + level.row.stage;
+    same->row.tasks += level.row.tasks;
+    same->row.bytes += level.row.bytes;
+    same->begin = std::min(same->begin, level.begin);
+    same->end = std::max(same->end, level.end);
+  }
+  for (size_t k = 0; k < merged.size(); ++k) {
+    LevelRow& r = merged[k].row;
+    const uint64_t prev_end = k > 0 ? merged[k - 1].end : before_end.value_or(merged[k].begin);
+    finish_row(r, origin, merged[k].begin, merged[k].end, prev_end, ceiling_gbs);
+    table.dependency_levels.push_back(r);
+  }
   finish_row(total, origin, total_begin, total_end, before_end.value_or(total_begin), ceiling_gbs);
   return table;
 }
+
+namespace {
+
+// Rows under a header, columns padded to the widest cell ("µ" is one column, two bytes), the
+// first column left-aligned; a rule under the header and, with `total_last`, above the last row.
+std::string format_rows(const std::vector<std::string>& header,
+                        const std::vector<std::vector<std::string>>& rows, bool total_last) {
+  const auto width = [](const std::string& s) {
+    return size_t(std::count_if(s.begin(), s.end(), [](char c) {
+      return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    }));
+  };
+  std::vector<size_t> w(header.size());
+  for (size_t c = 0; c < header.size(); ++c) {
+    w[c] = width(header[c]);
+    for (const auto& row : rows) w[c] = std::max(w[c], width(row[c]));
+  }
+  const auto line = [&](const std::vector<std::string>& cells) {
+    std::string text;
+    for (size_t c = 0; c < cells.size(); ++c) {
+      const std::string pad(w[c] - width(cells[c]), ' ');
+      text += c == 0 ? cells[c] + pad : "  " + pad + cells[c];
+    }
+    return text + "\n";
+  };
+  size_t rule = 0;
+  for (size_t c = 0; c < w.size(); ++c) rule += w[c] + (c ? 2 : 0);
+  std::string out = line(header) + std::string(rule, '-') + "\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (total_last && i + 1 == rows.size()) out += std::string(rule, '-') + "\n";
+    out += line(rows[i]);
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string format_layer_table(const LayerTable& t) {
   std::string out = fmt::format(
@@ -241,43 +321,26 @@ std::string format_layer_table(const LayerTable& t) {
       t.layer, num(t.ceiling_gbs, 0));
   const std::vector<std::string> header{"level",  "tasks", "KB",        "floor µs",  "span µs",
                                         "from prev µs", "GB/s", "% ceiling", "exposed µs"};
-  std::vector<std::vector<std::string>> rows;
-  const auto add = [&](const LevelRow& r) {
-    rows.push_back({r.stage, std::to_string(r.tasks), num(double(r.bytes) / 1e3, 1),
-                    num(r.floor_us, 2), num(r.span_us, 2), num(r.from_prev_us, 2), num(r.gbs, 0),
-                    num(r.pct_of_ceiling, 1), num(r.exposed_us, 2)});
+  const auto cells = [](const LevelRow& r) {
+    return std::vector<std::string>{
+        r.stage,           std::to_string(r.tasks),   num(double(r.bytes) / 1e3, 1),
+        num(r.floor_us, 2), num(r.span_us, 2),        num(r.from_prev_us, 2),
+        num(r.gbs, 0),     num(r.pct_of_ceiling, 1), num(r.exposed_us, 2)};
   };
-  for (const LevelRow& r : t.levels) add(r);
   if (t.levels.empty()) {
     out += "(no task of this layer ran)\n";
   } else {
-    add(t.total);
-    // Columns padded to the widest cell ("µ" is one column, two bytes); the level left-aligned.
-    const auto width = [](const std::string& s) {
-      return size_t(std::count_if(s.begin(), s.end(), [](char c) {
-        return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-      }));
-    };
-    std::vector<size_t> w(header.size());
-    for (size_t c = 0; c < header.size(); ++c) {
-      w[c] = width(header[c]);
-      for (const auto& row : rows) w[c] = std::max(w[c], width(row[c]));
+    std::vector<std::vector<std::string>> rows;
+    for (const LevelRow& r : t.levels) rows.push_back(cells(r));
+    rows.push_back(cells(t.total));
+    out += format_rows(header, rows, /*total_last=*/true);
+    // The stages that run side by side as one dependency level (only where some do).
+    if (t.dependency_levels.size() < t.levels.size()) {
+      out += "the same layer by dependency level (stages at one depth of the counter DAG):\n";
+      rows.clear();
+      for (const LevelRow& r : t.dependency_levels) rows.push_back(cells(r));
+      out += format_rows(header, rows, /*total_last=*/false);
     }
-    const auto line = [&](const std::vector<std::string>& cells) {
-      std::string text;
-      for (size_t c = 0; c < cells.size(); ++c) {
-        const std::string pad(w[c] - width(cells[c]), ' ');
-        text += c == 0 ? cells[c] + pad : "  " + pad + cells[c];
-      }
-      return text + "\n";
-    };
-    out += line(header);
-    size_t rule = 0;
-    for (size_t c = 0; c < w.size(); ++c) rule += w[c] + (c ? 2 : 0);
-    out += std::string(rule, '-') + "\n";
-    for (size_t i = 0; i + 1 < rows.size(); ++i) out += line(rows[i]);
-    out += std::string(rule, '-') + "\n";
-    out += line(rows.back());
   }
   out += fmt::format(
       "step: {} tasks, {:.2f} MB est_bytes, span {} µs (first wait begin -> last op end), floor "
