@@ -267,6 +267,14 @@ cudaError_t megakernel_prepare(const MegakernelLayout& layout, int* blocks_per_s
   if (!layout_ok(layout) || blocks_per_sm == nullptr) return cudaErrorInvalidValue;
   const int smem = megakernel_smem_bytes(layout);
   const MegakernelBuild build = kernel_for(layout);
+  // setmaxnreg.inc waits until the registers it asks for are free: if ptxas ever gave the build
+  // fewer than 168 a thread at launch, 2 x 232 + 40 would exceed what the warpgroups hold and
+  // the consumers would hang. Refuse to launch instead.
+  if (build.fn == &amk_megakernel<kSmallConsumerThreads>) {
+    cudaFuncAttributes attr{};
+    if (const cudaError_t a = cudaFuncGetAttributes(&attr, build.fn); a != cudaSuccess) return a;
+    if (3 * attr.numRegs < 2 * kConsumerRegs + kProducerRegs) return cudaErrorInvalidKernelImage;
+  }
   const cudaError_t e =
       cudaFuncSetAttribute(build.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
