@@ -76,10 +76,11 @@ TEST(DefaultScheduleConfig, LmHeadTakesOneTileASmWithinItsPartialsBudget) {
 // Consumer threads: 6 warps only where a layer's BF16 weights per SM fit the ring's shared memory
 // (196608 bytes on the H100) and every GEMV row keeps x in registers with 6 warps (strip period
 // S / gcd(S, 6) <= 4 for S = 32-vector strips a BF16 row), 8 elsewhere.
-// smollm2-135m: 2 x (576 x 960 + 576 x 576 + 3 x 576 x 1536) = 7,077,888 bytes a layer, 53,621
-// a SM; hidden 576 and FFN 1536 -> S = 3, 6 -> P = 1, 1: 192.
-// qwen3-0.6b: 2 x (1024 x 4096 + 2048 x 1024 + 3 x 1024 x 3072) = 31,457,280 bytes, 238,313 a SM
-// (> 196608): 256, although its rows strip evenly (S = 4, 8, 12 -> P = 2, 4, 2).
+// smollm2-135m: 2 x (576 x 960 + 576 x 576 + 3 x 576 x 1536 + 2 x 576 norm) = 7,080,192 bytes
+// a layer, 53,638 a SM; hidden 576 and FFN 1536 -> S = 3, 6 -> P = 1, 1: 192.
+// qwen3-0.6b: 2 x (1024 x 4096 + 2048 x 1024 + 3 x 1024 x 3072 + 2 x 1024 + 2 x 128 norms) =
+// 31,461,888 bytes, 238,348 a SM (> 196608): 256, although its rows strip evenly (S = 4, 8,
+// 12 -> P = 2, 4, 2).
 // llama-3.2-1b: FFN 8192 -> S = 32 -> P = 16 (x from shared memory); llama-3.1-8b: hidden 4096
 // -> S = 16 -> P = 8.
 TEST(DefaultScheduleConfig, ChainBoundModelsWithEvenStripsTakeTheLeanBuild) {

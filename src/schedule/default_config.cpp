@@ -104,9 +104,14 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   const auto fast_with_6_warps = [](int64_t k) {
     return cuda::gemv_strip_period(int(cuda::gemv_strips_per_row(2 * k)), 6) > 0;  // BF16 rows
   };
-  const int64_t layer_weight_bytes =
-      2 * (m.hidden_size * (m.q_dim() + 2 * m.kv_dim()) + m.q_dim() * m.hidden_size +
-           3 * m.hidden_size * m.intermediate_size);
+  // One layer's weights, as the model lists them (every layer has the same shapes).
+  int64_t layer_weight_bytes = 0;
+  for (const WeightSpec& w : expected_weights(m))
+    if (w.name.starts_with("model.layers.0.")) {
+      int64_t n = 1;
+      for (const int64_t d : w.shape) n *= d;
+      layer_weight_bytes += dtype_nbytes(DType::BF16, n);
+    }
   const bool chain_bound = ceil_div(layer_weight_bytes, sms) <= c.smem_bytes_per_block;
   c.threads_per_block = chain_bound && fast_with_6_warps(m.hidden_size) &&
                                 fast_with_6_warps(m.q_dim()) &&

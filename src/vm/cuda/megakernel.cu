@@ -247,16 +247,20 @@ using MegakernelFn = void (*)(amk_program_t, MegakernelLayout);
 // The build whose launch bounds admit the layout's CTA (layout_ok() already checked the size).
 struct MegakernelBuild {
   MegakernelFn fn;
-  int threads;  // the CTA: the layout's consumers and the build's producer threads
+  int threads;                 // the CTA: the layout's consumers and the build's producer threads
+  bool reallocates_registers;  // its warpgroups trade registers with setmaxnreg
 };
+template <int kMaxConsumers>
+MegakernelBuild build_of(int consumers) {
+  return {&amk_megakernel<kMaxConsumers>, consumers + producer_threads(kMaxConsumers),
+          reallocates_registers(kMaxConsumers)};
+}
 MegakernelBuild kernel_for(const MegakernelLayout& l) {
   const int c = l.consumer_threads;
-  if (c <= kLeanConsumerThreads)
-    return {&amk_megakernel<kLeanConsumerThreads>, c + producer_threads(kLeanConsumerThreads)};
+  if (c <= kLeanConsumerThreads) return build_of<kLeanConsumerThreads>(c);
   // setmaxnreg is warpgroup-wide: the register-reallocating build runs exactly 256 consumers.
-  if (c == kSmallConsumerThreads)
-    return {&amk_megakernel<kSmallConsumerThreads>, c + producer_threads(kSmallConsumerThreads)};
-  return {&amk_megakernel<kMaxConsumerThreads>, c + producer_threads(kMaxConsumerThreads)};
+  if (c == kSmallConsumerThreads) return build_of<kSmallConsumerThreads>(c);
+  return build_of<kMaxConsumerThreads>(c);
 }
 
 }  // namespace
@@ -270,7 +274,7 @@ cudaError_t megakernel_prepare(const MegakernelLayout& layout, int* blocks_per_s
   // setmaxnreg.inc waits until the registers it asks for are free: if ptxas ever gave the build
   // fewer than 168 a thread at launch, 2 x 232 + 40 would exceed what the warpgroups hold and
   // the consumers would hang. Refuse to launch instead.
-  if (build.fn == &amk_megakernel<kSmallConsumerThreads>) {
+  if (build.reallocates_registers) {
     cudaFuncAttributes attr{};
     if (const cudaError_t a = cudaFuncGetAttributes(&attr, build.fn); a != cudaSuccess) return a;
     if (3 * attr.numRegs < 2 * kConsumerRegs + kProducerRegs) return cudaErrorInvalidKernelImage;

@@ -15,8 +15,9 @@ namespace amk::cuda {
 // on one SM (cudaOccupancyMaxActiveBlocksPerMultiprocessor). The grid must be <= SMs x that.
 // Limits (else cudaErrorInvalidValue, from prepare and launch alike): consumer_threads a multiple
 // of 32 in [64, 512] (the kernel is built for <= 224 consumers, 255 registers; exactly 256,
-// 232 registers by setmaxnreg; and <= 512, 96 registers); scratch_bytes and chunk_bytes multiples of 16, chunk_bytes in [16, 2^20 - 16] (an
-// mbarrier's tx-count); ring_stages >= 0 (0: every GEMV reads its weights from global memory).
+// 232 registers by setmaxnreg; and <= 512, 96 registers); scratch_bytes and chunk_bytes
+// multiples of 16, chunk_bytes in [16, 2^20 - 16] (an mbarrier's tx-count); ring_stages >= 0
+// (0: every GEMV reads its weights from global memory).
 // Each op's scratch need is in ops/scratch.h and the GEMV's in ops/gemv.cuh.
 cudaError_t megakernel_prepare(const MegakernelLayout& layout, int* blocks_per_sm);
 
