@@ -50,7 +50,8 @@ TEST(DefaultScheduleConfig, Llama32_1bOnH100) {
   EXPECT_EQ(n_tile(c, "attention", "kv_block"), 64);
   EXPECT_EQ(n_tile(c, "attention", "kv_heads"), 1);
   EXPECT_EQ(c.fusion_grouping.size(), 4u);
-  EXPECT_EQ(c.stream_bytes_in_flight, 32768);
+  EXPECT_EQ(c.stream_bytes_in_flight, 65536);
+  EXPECT_EQ(c.stream_prefetch_bytes_in_flight, 32768);
   // A long context doubles the block until the combine's 8 inputs cover it; a one-block
   // context is not split.
   EXPECT_EQ(n_tile(default_schedule_config(preset("llama-3.2-1b"), h100(), 4096), "attention",

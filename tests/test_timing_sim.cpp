@@ -304,8 +304,12 @@ TEST(TimingSim, EveryKnobTheSearchVariesMovesThePrediction) {
   moved("kv_block", with_tile("attention", "kv_block", 4));
   moved("sample_argmax N_tile", with_tile("sample_argmax", "N_tile", 8), 1e-4);
   ScheduleConfig c = base;
-  c.stream_bytes_in_flight = 4 * 32768;
+  c.stream_bytes_in_flight = 4 * 32768;  // four copies in flight, and (0) as many running ahead
+  c.stream_prefetch_bytes_in_flight = 0;
   moved("stream_bytes_in_flight", c);
+  c = base;
+  c.stream_prefetch_bytes_in_flight = 0;  // as deep as the demand bound
+  moved("stream_prefetch_bytes_in_flight", c);
   c = base;
   c.stream_chunk_bytes = 16384;
   moved("stream_chunk_bytes", c);

@@ -82,7 +82,14 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   c.sm_assignment = std::string("round_robin");
   c.pipelining_depth = 4;
   c.page_allocation = "graph_color";
-  c.stream_bytes_in_flight = 32768;
+  // Two 32 KiB copies in flight per SM while it runs a tile, one while the copies run ahead of a
+  // tile it has not started (across a wait on the chain, when other SMs' round trips queue
+  // behind them). Measured on the H100 against one and one (bench/RESULTS.md, thirteenth
+  // session): llama-3.2-1b -1.6 % (default) / -1.1 % (its kept config, twice), qwen3-0.6b
+  // -0.2 / -0.3 %, qwen2.5-0.5b -0.2 %, smollm2-135m +0.0 %. Deeper still is slower on the 1B
+  // (96 KiB -0.4 %, 128 KiB -0.1 % against one).
+  c.stream_bytes_in_flight = 65536;
+  c.stream_prefetch_bytes_in_flight = 32768;
   // The weight ring one 32 KiB stage short of what fits: 35 KiB of the opt-in left unused. The
   // GPU autoresearch campaigns found it first (smem_bytes_per_block 196608 on the H100) and a
   // fresh run confirmed it on all three presets: -1.7 % (llama-3.2-1b), -4.3 % (qwen3-0.6b),
