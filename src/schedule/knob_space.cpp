@@ -137,12 +137,14 @@ std::vector<KnobSpec> make_space() {
   s.push_back(integer("stream_bytes_in_flight", KnobEffect::Launch, 6, 1, int64_t(1) << 24, 1,
                       true, TargetCap::None, "0 (the whole ring) or [1, 16777216]", "65536",
                       "bulk-copy bytes one SM keeps in flight for the tile it runs",
-                      {0, 16384, 32768, 65536, 131072}));
+                      // Whole 32 KiB stages (the default chunk): a bound under one stage is one
+                      // copy, so 8 or 16 KiB would measure 32 KiB again.
+                      {0, 32768, 65536, 98304, 131072}));
   s.push_back(integer("stream_prefetch_bytes_in_flight", KnobEffect::Launch, 6, 1,
                       int64_t(1) << 24, 1, true, TargetCap::None,
                       "0 (as stream_bytes_in_flight) or [1, 16777216]", "32768",
                       "the same bound while copies run ahead of a tile not yet started",
-                      {0, 8192, 16384, 32768, 65536}));
+                      {0, 32768, 65536, 98304}));
   return s;
 }
 
