@@ -13,6 +13,7 @@
 #include "amk/model_presets.h"
 #include "amk/schedule_config_io.h"
 #include "amk/schedule_proposer.h"
+#include "vm/cuda/marshal.h"
 
 namespace amk {
 namespace {
@@ -121,6 +122,18 @@ TEST(KnobSpace, EveryKnobTheSearchMovesChangesTheLoweredProgram) {
       EXPECT_NE(without_config(changed), without_config(base));
     } else {  // a launch knob: the config the CUDA loader lays the kernel out from
       EXPECT_NE(config_to_json(*changed.config), config_to_json(*base.config));
+      // ... and the layout it lays out: a value the loader rounds to the default's (a bound
+      // under one ring stage, the auto chunk spelled out) would measure the default again. A
+      // value whose layout the loader refuses (a ring that does not fit) is REJECTED there.
+      const auto layout = [](const Program& p) {
+        const cuda::MegakernelLayout l = cuda::marshal(p, cuda::MarshalLimits{}).layout;
+        return std::vector<int>{l.consumer_threads, l.scratch_bytes, l.chunk_bytes,
+                                l.ring_stages, l.inflight_chunks, l.prefetch_chunks};
+      };
+      try {
+        EXPECT_NE(layout(changed), layout(base));
+      } catch (const cuda::MarshalError&) {
+      }
     }
   }
   // Every searched knob had at least one value this model lowers, kv_heads included: both KV

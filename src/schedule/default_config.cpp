@@ -86,7 +86,7 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   // tile it has not started (across a wait on the chain, when other SMs' round trips queue
   // behind them). Measured on the H100 against one and one (bench/RESULTS.md, thirteenth
   // session): llama-3.2-1b -1.6 % (default) / -1.1 % (its kept config, twice), qwen3-0.6b
-  // -0.2 / -0.3 %, qwen2.5-0.5b -0.2 %, smollm2-135m +0.0 %. Deeper still is slower on the 1B
+  // -0.2 / -0.3 %, qwen2.5-0.5b -0.2 %, smollm2-135m +0.0 %. Deeper still gains less on the 1B
   // (96 KiB -0.4 %, 128 KiB -0.1 % against one).
   c.stream_bytes_in_flight = 65536;
   c.stream_prefetch_bytes_in_flight = 32768;

@@ -133,7 +133,8 @@ std::vector<KnobSpec> make_space() {
   s.push_back(integer("stream_chunk_bytes", KnobEffect::Launch, 6, 1024, (1 << 20) - 16, 16, true,
                       TargetCap::None, "0 (auto: 32 KiB) or a multiple of 16 in [1024, 1048560]",
                       "0", "bytes of one weight-ring stage (one bulk copy)",
-                      {0, 8192, 16384, 32768, 65536}));
+                      // 32768 is what 0 picks: searching it would measure the default again.
+                      {0, 8192, 16384, 65536}));
   s.push_back(integer("stream_bytes_in_flight", KnobEffect::Launch, 6, 1, int64_t(1) << 24, 1,
                       true, TargetCap::None, "0 (the whole ring) or [1, 16777216]", "65536",
                       "bulk-copy bytes one SM keeps in flight for the tile it runs",
