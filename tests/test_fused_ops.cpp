@@ -1,6 +1,9 @@
-// The fused GEMV tiles (RMSNORM_GEMV_TILE, SILU_MUL_GEMV_TILE, GEMV_ADD_TILE) against a naive
-// formulation written here: whole-row double loops that normalise / activate / add inline, with
-// no intermediate tensor, for F32 and BF16 storage.
+// The fused GEMV tiles (RMSNORM_GEMV_TILE, SILU_MUL_GEMV_TILE, GEMV_ADD_TILE,
+// SILU_MUL_GEMV_ADD_TILE, GEMV_GLU_TILE, RMSNORM_GEMV_GLU_TILE) against a naive formulation
+// written here: whole-row double loops that normalise / activate / add inline, with no
+// intermediate tensor, for F32 and BF16 storage. The GLU tiles are also run against the unfused
+// sequence they replace (GEMV_TILE gate, GEMV_TILE up, SILU_MUL), which they must equal bit for
+// bit.
 //
 // Tolerance. The op rounds its intermediate to F32 (the unfused lowering's activation dtype)
 // and its output once; the naive formulation rounds nothing. So an element may differ by the
@@ -10,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <random>
@@ -201,6 +205,230 @@ TEST(FusedGemvTiles, ErrorsNameTheFusedOp) {
     EXPECT_NE(std::string(e.what()).find("GEMV_ADD_TILE: input 2 (residual)"), std::string::npos)
         << e.what();
   }
+}
+
+// ---- the gated-unit tiles ----------------------------------------------------------------------
+
+// The naive gated unit: for every row r and feature j, g = sum_k a(r, k) W_gate[j, k]
+// (+ b_gate[j]), u likewise with W_up (+ b_up), want = silu(g) * u, all in double. `magnitude`
+// is chosen so that run_tiles_and_compare's 1e-6 * magnitude bounds what the op's F32
+// intermediates carry into the result: g and u each within e = 1e-6 (sum |terms| + |bias|) (the
+// rounding of g and u to F32 and, for RMSNORM_, of the normalised x), and
+// |d(silu(g) u)| <= 1.1 e_g (|u| + e_u) + |silu(g)| e_u (silu' stays below 1.1).
+template <typename A>
+Naive naive_glu(A a, const Tensor& Wg, const Tensor& Wu, const Tensor* bg, const Tensor* bu) {
+  Naive n{std::vector<double>(kRows * kN), std::vector<double>(kRows * kN)};
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t j = 0; j < kN; ++j) {
+      double g = 0, u = 0, mg = 0, mu = 0;
+      for (int64_t k = 0; k < kK; ++k) {
+        const double tg = a(r, k) * at(Wg, j * kK + k), tu = a(r, k) * at(Wu, j * kK + k);
+        g += tg;
+        u += tu;
+        mg += std::fabs(tg);
+        mu += std::fabs(tu);
+      }
+      if (bg) {
+        g += at(*bg, j);
+        mg += std::fabs(at(*bg, j));
+      }
+      if (bu) {
+        u += at(*bu, j);
+        mu += std::fabs(at(*bu, j));
+      }
+      const double silu = g / (1.0 + std::exp(-g));
+      n.value[size_t(r * kN + j)] = silu * u;
+      n.magnitude[size_t(r * kN + j)] =
+          1.1 * mg * (std::fabs(u) + 1e-6 * mu) + std::fabs(silu) * mu;
+    }
+  return n;
+}
+
+TEST(OpGemvGluTile, ProjectsGateAndUpThenGates) {
+  std::mt19937 rng(24);
+  for (DType dt : {DType::F32, DType::BF16})
+    for (bool with_bias : {false, true}) {
+      const Tensor x = rnd(dt, {kRows, kK}, rng), Wg = rnd(dt, {kN, kK}, rng);
+      const Tensor Wu = rnd(dt, {kN, kK}, rng), bg = rnd(dt, {kN}, rng), bu = rnd(dt, {kN}, rng);
+      const Naive want = naive_glu([&](int64_t r, int64_t k) { return at(x, r * kK + k); }, Wg, Wu,
+                                   with_bias ? &bg : nullptr, with_bias ? &bu : nullptr);
+      std::vector<const Tensor*> in{&x, &Wg, &Wu};
+      if (with_bias) in.insert(in.end(), {&bg, &bu});
+      run_tiles_and_compare(Op::GEMV_GLU_TILE, {}, in, dt, want);
+    }
+}
+
+TEST(OpRmsnormGemvGluTile, NormalisesEachRowThenProjectsAndGates) {
+  std::mt19937 rng(25);
+  const double eps = 1e-5;
+  for (DType dt : {DType::F32, DType::BF16})
+    for (bool with_bias : {false, true}) {
+      const Tensor x = rnd(dt, {kRows, kK}, rng), nw = rnd(dt, {kK}, rng);
+      const Tensor Wg = rnd(dt, {kN, kK}, rng), Wu = rnd(dt, {kN, kK}, rng);
+      const Tensor bg = rnd(dt, {kN}, rng), bu = rnd(dt, {kN}, rng);
+      std::vector<double> inv_rms(kRows);
+      for (int64_t r = 0; r < kRows; ++r) {
+        double ss = 0;
+        for (int64_t k = 0; k < kK; ++k) ss += at(x, r * kK + k) * at(x, r * kK + k);
+        inv_rms[size_t(r)] = 1.0 / std::sqrt(ss / kK + eps);
+      }
+      const Naive want = naive_glu(
+          [&](int64_t r, int64_t k) { return at(x, r * kK + k) * inv_rms[size_t(r)] * at(nw, k); },
+          Wg, Wu, with_bias ? &bg : nullptr, with_bias ? &bu : nullptr);
+      Params p;
+      p.set_real("eps", eps);
+      p.set_int("hidden", kK);
+      std::vector<const Tensor*> in{&x, &nw, &Wg, &Wu};
+      if (with_bias) in.insert(in.end(), {&bg, &bu});
+      run_tiles_and_compare(Op::RMSNORM_GEMV_GLU_TILE, p, in, dt, want);
+    }
+}
+
+// The bits of every element (a float holds every F32 and BF16 value exactly).
+std::vector<uint32_t> bits(const Tensor& t) {
+  std::vector<uint32_t> b(size_t(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float v = t.get(i);
+    std::memcpy(&b[size_t(i)], &v, sizeof v);
+  }
+  return b;
+}
+
+void run(Op op, const Params& p, std::vector<const Tensor*> in, Tensor& out) {
+  std::vector<Tensor*> outs{&out};
+  amk::run_reference_op(op, p, in, outs);
+}
+
+Params tile_params(Params p, int64_t n_tile, int64_t n_off) {
+  p.set_int("K", kK);
+  p.set_int("N_tile", n_tile);
+  p.set_int("n_off", n_off);
+  return p;
+}
+
+// What the unfused lowering computes, step by step, as tasks on F32 activation buffers: (RMSNORM
+// into xn,) GEMV_TILE gate and GEMV_TILE up as one whole-width tile each, SILU_MUL over the
+// buffers. The fused tiles (width 5, so 5 + 5 + 2, a different tiling) must reproduce it bit for
+// bit: F32 and BF16 outputs, with and without biases, and quantized I8 weights (params qdtype 6,
+// whose scales take the biases' slots as they take GEMV_TILE's input 2).
+TEST(GluTiles, EqualTheUnfusedGemvsAndSiluMulBitForBit) {
+  std::mt19937 rng(26);
+  for (bool norm : {false, true})
+    for (DType dt : {DType::F32, DType::BF16})
+      for (int mode : {0, 1, 2}) {  // no bias, biases, quantized weights with scales
+        SCOPED_TRACE(std::string(norm ? "RMSNORM_GEMV_GLU_TILE " : "GEMV_GLU_TILE ") +
+                     std::string(name_of(dt)) + " mode " + std::to_string(mode));
+        const Tensor x = rnd(dt, {kRows, kK}, rng), nw = rnd(dt, {kK}, rng);
+        Tensor Wg = rnd(dt, {kN, kK}, rng), Wu = rnd(dt, {kN, kK}, rng);
+        Tensor bg = rnd(dt, {kN}, rng), bu = rnd(dt, {kN}, rng);
+        Params base;
+        if (norm) {
+          base.set_real("eps", 1e-5);
+          base.set_int("hidden", kK);
+        }
+        if (mode == 2) {  // I8 levels, two groups of 8 per row, positive scales
+          Wg = Tensor::zeros(DType::I8, {kN, kK});
+          Wu = Tensor::zeros(DType::I8, {kN, kK});
+          std::uniform_int_distribution<int> level(-127, 127);
+          for (int64_t i = 0; i < kN * kK; ++i) {
+            Wg.set_int(i, level(rng));
+            Wu.set_int(i, level(rng));
+          }
+          bg = Tensor::zeros(DType::F32, {kN, 2});
+          bu = Tensor::zeros(DType::F32, {kN, 2});
+          std::uniform_real_distribution<double> scale(0.001, 0.02);
+          for (int64_t i = 0; i < 2 * kN; ++i) {
+            bg.set(i, float(scale(rng)));
+            bu.set(i, float(scale(rng)));
+          }
+          base.set_int("qdtype", int64_t(DType::I8));
+          base.set_int("group", 8);
+        }
+        const bool extra = mode != 0;
+
+        Tensor xn = Tensor::zeros(DType::F32, {kRows, kK});
+        if (norm) run(Op::RMSNORM, base, {&x, &nw}, xn);
+        const Tensor& a = norm ? xn : x;
+        Tensor gate = Tensor::zeros(DType::F32, {kRows, kN}), up = gate;
+        std::vector<const Tensor*> gate_in{&a, &Wg}, up_in{&a, &Wu};
+        if (extra) {
+          gate_in.push_back(&bg);
+          up_in.push_back(&bu);
+        }
+        run(Op::GEMV_TILE, tile_params(base, kN, 0), gate_in, gate);
+        run(Op::GEMV_TILE, tile_params(base, kN, 0), up_in, up);
+        Tensor unfused = Tensor::zeros(dt, {kRows, kN});
+        run(Op::SILU_MUL, {}, {&gate, &up}, unfused);
+
+        Tensor fused = Tensor::zeros(dt, {kRows, kN});
+        fused.fill(kNaN);
+        std::vector<const Tensor*> in{&x};
+        if (norm) in.push_back(&nw);
+        in.insert(in.end(), {&Wg, &Wu});
+        if (extra) in.insert(in.end(), {&bg, &bu});
+        for (int64_t off = 0; off < kN; off += 5)
+          run(norm ? Op::RMSNORM_GEMV_GLU_TILE : Op::GEMV_GLU_TILE,
+              tile_params(base, std::min<int64_t>(5, kN - off), off), in, fused);
+        EXPECT_EQ(bits(fused), bits(unfused));
+        // Not vacuous: the unit's output is neither zero nor NaN anywhere.
+        for (int64_t i = 0; i < fused.numel(); ++i) {
+          EXPECT_FALSE(std::isnan(fused.get(i))) << i;
+          EXPECT_NE(fused.get(i), 0.0f) << i;
+        }
+      }
+}
+
+// An OpError naming the op and containing `what`.
+void expect_error(Op op, const Params& p, std::vector<const Tensor*> in, Tensor& out,
+                  const std::string& what) {
+  try {
+    run(op, p, std::move(in), out);
+    ADD_FAILURE() << "no OpError, expected one containing: " << what;
+  } catch (const amk::OpError& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
+TEST(GluTiles, BadOperandsAreNamedErrors) {
+  const Tensor x = Tensor::zeros(DType::F32, {1, kK}), nw = Tensor::zeros(DType::F32, {kK});
+  const Tensor W = Tensor::zeros(DType::F32, {kN, kK}), b = Tensor::zeros(DType::F32, {kN});
+  const Tensor tall = Tensor::zeros(DType::F32, {kN + 4, kK});
+  const Tensor bf16 = Tensor::zeros(DType::BF16, {kN, kK});
+  Tensor out = Tensor::zeros(DType::F32, {1, kN});
+  const Params p = tile_params({}, 4, 0);
+  Params norm = p;
+  norm.set_real("eps", 1e-5);
+  norm.set_int("hidden", kK);
+
+  // The up weight is the gate weight's twin: a taller one (which passes the GEMV's own row
+  // check) and another dtype are refused, for both ops (the up weight at input 2, then 3).
+  expect_error(Op::GEMV_GLU_TILE, p, {&x, &W, &tall}, out,
+               "GEMV_GLU_TILE: input 2 (up weight) F32 [16,16] differs from input 1 (gate "
+               "weight) F32 [12,16]: both must have the same shape and dtype");
+  expect_error(Op::GEMV_GLU_TILE, p, {&x, &W, &bf16}, out, "input 2 (up weight) BF16");
+  expect_error(Op::RMSNORM_GEMV_GLU_TILE, norm, {&x, &nw, &W, &tall}, out,
+               "RMSNORM_GEMV_GLU_TILE: input 3 (up weight) F32 [16,16] differs from input 2");
+  // Biases come in pairs: 4 inputs (5 with the norm) is one bias alone.
+  expect_error(Op::GEMV_GLU_TILE, p, {&x, &W, &W, &b}, out,
+               "GEMV_GLU_TILE: takes the gate and up weights (inputs 1, 2) and optionally both "
+               "biases (inputs 3, 4): biases come in pairs, got 4 inputs");
+  expect_error(Op::RMSNORM_GEMV_GLU_TILE, norm, {&x, &nw, &W, &W, &b}, out,
+               "RMSNORM_GEMV_GLU_TILE: takes the gate and up weights (inputs 2, 3)");
+  // The registry's bounds still hold.
+  expect_error(Op::GEMV_GLU_TILE, p, {&x, &W}, out, "GEMV_GLU_TILE: takes 3 to 5 inputs, got 2");
+  // The norm's width is K.
+  Params wide = norm;
+  wide.set_int("K", kK + 1);
+  expect_error(Op::RMSNORM_GEMV_GLU_TILE, wide, {&x, &nw, &W, &W}, out,
+               "RMSNORM_GEMV_GLU_TILE: param hidden 16 must equal param K 17");
+  // A constituent's error names both ops; a bias of the wrong length is the up GEMV's.
+  expect_error(Op::GEMV_GLU_TILE, tile_params({}, 4, 10), {&x, &W, &W}, out,
+               "GEMV_GLU_TILE: GEMV_TILE: n_off 10 + N_tile 4 exceeds weight rows 12");
+  const Tensor short_b = Tensor::zeros(DType::F32, {kN - 1});
+  expect_error(Op::GEMV_GLU_TILE, p, {&x, &W, &W, &b, &short_b}, out,
+               "GEMV_GLU_TILE: GEMV_TILE: input 2 (bias)");
+  // Nothing was written by the failed calls.
+  for (int64_t i = 0; i < out.numel(); ++i) EXPECT_EQ(out.get(i), 0.0f);
 }
 
 }  // namespace

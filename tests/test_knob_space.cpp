@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
 
 #include "amk/json.h"
@@ -104,11 +105,24 @@ TEST(KnobSpace, EveryKnobTheSearchMovesChangesTheLoweredProgram) {
   const ModelConfig m = tiny();
   const GpuTarget& t = *find_target("h100");
   const ScheduleConfig defaults = default_schedule_config(m, t, 512);
-  const Program base = lower(m, defaults, t, 512);
   const search::SearchContext ctx{m, t, 512, defaults};
   std::set<std::string> knobs_seen;
-  for (const search::Proposal& p : search::one_knob_neighbours(defaults, ctx)) {
+  // From the default, and from its gemv+silu_mul neighbour without the GLU tiles, where
+  // silu_mul+gemv and tiling.up_proj are knobs again (the default refuses them: they would
+  // change nothing there).
+  std::vector<std::pair<ScheduleConfig, search::Proposal>> moves;
+  for (search::Proposal& p : search::one_knob_neighbours(defaults, ctx)) {
+    if (p.knob == "fusion_grouping.gemv+silu_mul") {
+      EXPECT_TRUE(std::none_of(p.config.fusion_grouping.begin(), p.config.fusion_grouping.end(),
+                               [](const auto& g) { return spell_group(g) == "gemv+silu_mul"; }));
+      for (search::Proposal& q : search::one_knob_neighbours(p.config, ctx))
+        moves.emplace_back(p.config, std::move(q));
+    }
+    moves.emplace_back(defaults, std::move(p));
+  }
+  for (const auto& [from, p] : moves) {
     SCOPED_TRACE(p.change);
+    const Program base = lower(m, from, t, 512);
     Program changed;
     try {
       changed = lower(m, p.config, t, 512);
@@ -143,7 +157,43 @@ TEST(KnobSpace, EveryKnobTheSearchMovesChangesTheLoweredProgram) {
   for (const std::string& k : search::searched_knobs()) EXPECT_TRUE(knobs_seen.contains(k)) << k;
   ScheduleConfig two_heads = defaults;
   set_integer_knob(two_heads, "tiling.attention.kv_heads", 2);
-  EXPECT_NE(without_config(lower(m, two_heads, t, 512)), without_config(base));
+  EXPECT_NE(without_config(lower(m, two_heads, t, 512)), without_config(lower(m, defaults, t, 512)));
+}
+
+// Toggling gemv+silu_mul swaps it with silu_mul+gemv and carries the gate/up level's tiling
+// over (GLU tiles of n features read 2n rows, as 2n-row gate and up tiles do), so the
+// experiment moves one thing; from the default, up_proj and silu_mul+gemv are not proposed
+// (the lowering refuses them beside the GLU tiles).
+TEST(KnobSpace, GluToggleCarriesTheGateUpTiling) {
+  const ModelConfig m =
+      parse_model_config(model_preset_config("llama-3.2-1b", "bfloat16"), "llama-3.2-1b");
+  const GpuTarget& t = *find_target("h100");
+  const ScheduleConfig defaults = default_schedule_config(m, t, 512);
+  const search::SearchContext ctx{m, t, 512, defaults};
+  const auto has = [](const ScheduleConfig& c, const std::string& g) {
+    return std::any_of(c.fusion_grouping.begin(), c.fusion_grouping.end(),
+                       [&](const auto& x) { return spell_group(x) == g; });
+  };
+  const auto neighbours = search::one_knob_neighbours(defaults, ctx);
+  std::optional<ScheduleConfig> off;
+  for (const search::Proposal& p : neighbours) {
+    EXPECT_NE(p.knob, "tiling.up_proj.N_tile");
+    EXPECT_NE(p.knob, "fusion_grouping.silu_mul+gemv");
+    if (p.knob == "fusion_grouping.gemv+silu_mul") off = p.config;
+  }
+  ASSERT_TRUE(off.has_value());
+  EXPECT_FALSE(has(*off, "gemv+silu_mul"));
+  EXPECT_TRUE(has(*off, "silu_mul+gemv"));
+  EXPECT_EQ(integer_knob(*off, "tiling.gate_proj.N_tile"), 126);
+  EXPECT_EQ(integer_knob(*off, "tiling.up_proj.N_tile"), 126);
+  for (const search::Proposal& p : search::one_knob_neighbours(*off, ctx)) {
+    if (p.knob != "fusion_grouping.gemv+silu_mul") continue;
+    EXPECT_TRUE(has(p.config, "gemv+silu_mul"));
+    EXPECT_FALSE(has(p.config, "silu_mul+gemv"));
+    EXPECT_EQ(integer_knob(p.config, "tiling.gate_proj.N_tile"), 63);
+    EXPECT_EQ(integer_knob(p.config, "tiling.up_proj.N_tile"), std::nullopt);
+    (void)lower(m, p.config, t, 512);  // lowers: nothing the GLU tiles refuse is left
+  }
 }
 
 }  // namespace

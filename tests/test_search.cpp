@@ -171,10 +171,20 @@ TEST(Proposer, NeighboursChangeExactlyOneKnobWithinItsRange) {
   for (const Proposal& p : nbrs) {
     SCOPED_TRACE(p.change);
     const auto changes = changes_from_default(p.config, ctx.defaults);
-    // Removing the split-KV block also drops its head group: still one decision.
+    // Removing the split-KV block also drops its head group: still one decision. So does
+    // turning the GLU tiles off: silu_mul+gemv takes their place and the gate/up level keeps
+    // its tiles (gate_proj and up_proj as wide as a GLU tile's rows).
     EXPECT_GE(changes.size(), 1u);
-    EXPECT_EQ(changes.front().knob, p.knob);
-    if (p.knob != "tiling.attention.kv_block") {
+    if (p.knob == "fusion_grouping.gemv+silu_mul") {
+      std::set<std::string> knobs;
+      for (const auto& c : changes) knobs.insert(c.knob);
+      EXPECT_EQ(knobs, (std::set<std::string>{"fusion_grouping.gemv+silu_mul",
+                                              "fusion_grouping.silu_mul+gemv",
+                                              "tiling.gate_proj.N_tile", "tiling.up_proj.N_tile"}));
+    } else {
+      EXPECT_EQ(changes.front().knob, p.knob);
+    }
+    if (p.knob != "tiling.attention.kv_block" && p.knob != "fusion_grouping.gemv+silu_mul") {
       EXPECT_EQ(changes.size(), 1u);
     }
     EXPECT_TRUE(knob_range_problems(p.config, &ctx.target).empty());

@@ -1228,6 +1228,92 @@ TEST(ValidateParamShapes, PartialCombineWritesAWholePartial) {
 }
 
 
+// GLU tiles (GEMV_GLU_TILE, or with `norm` RMSNORM_GEMV_GLU_TILE) of `width` features at the
+// given offsets under one counter, into act [1, 16]: x [1, 8], W_gate and W_up [16, 8] F32 (the
+// up weight's shape and dtype as given), and `biases` biases of `bias_len` after them. Every
+// buffer exists whether read or not, so the ids in the messages stay put.
+struct GluSpec {
+  std::vector<int64_t> offsets{0, 8};
+  int64_t width = 8;
+  bool norm = false;
+  std::vector<int64_t> up_shape{16, 8};
+  DType up_dtype = DType::F32;
+  int biases = 0;
+  int64_t bias_len = 16;
+  int64_t hidden = 8;
+};
+
+Program glu_tiles(const GluSpec& s) {
+  Program p;
+  const int64_t x = p.new_buffer("x", BufferKind::IO_INPUT, DType::F32, {1, 8});
+  const int64_t nw = p.new_buffer("norm.w", BufferKind::WEIGHT, DType::F32, {8});
+  const int64_t wg = p.new_buffer("gate.w", BufferKind::WEIGHT, DType::F32, {16, 8});
+  const int64_t wu = p.new_buffer("up.w", BufferKind::WEIGHT, s.up_dtype, s.up_shape);
+  const int64_t bg = p.new_buffer("gate.b", BufferKind::WEIGHT, DType::F32, {s.bias_len});
+  const int64_t bu = p.new_buffer("up.b", BufferKind::WEIGHT, DType::F32, {s.bias_len});
+  const int64_t act = p.new_buffer("act", BufferKind::IO_OUTPUT, DType::F32, {1, 16});
+  const int64_t c = p.new_counter();
+  std::vector<int64_t> in{x};
+  if (s.norm) in.push_back(nw);
+  in.insert(in.end(), {wg, wu});
+  if (s.biases > 0) in.push_back(bg);
+  if (s.biases > 1) in.push_back(bu);
+  for (size_t i = 0; i < s.offsets.size(); ++i) {
+    Params params = gemv_params(8, s.width, s.offsets[i]);
+    if (s.norm) {
+      params.set_real("eps", 1e-5);
+      params.set_int("hidden", s.hidden);
+    }
+    p.add_task(s.norm ? Op::RMSNORM_GEMV_GLU_TILE : Op::GEMV_GLU_TILE, in, {act}, c, {}, params,
+               "glu" + std::to_string(i));
+  }
+  return p;
+}
+
+// Each rejected case beside its accepted twin, for both GLU ops (the norm moves the weights one
+// input on, and the messages number them so).
+TEST(ValidateParamShapes, GluTileMustStayInsideItsWeightsAndOutput) {
+  for (bool norm : {false, true}) {
+    SCOPED_TRACE(norm ? "RMSNORM_GEMV_GLU_TILE" : "GEMV_GLU_TILE");
+    const std::string op = norm ? "RMSNORM_GEMV_GLU_TILE" : "GEMV_GLU_TILE";
+    const std::string w = norm ? "2" : "1";
+    EXPECT_TRUE(Clean(validate(glu_tiles({.norm = norm}))));
+    const auto r = validate(glu_tiles({.offsets = {0, 12}, .norm = norm}));
+    EXPECT_TRUE(Rejected(r, "task 1 (glu1) " + op + ": param n_off 12 + N_tile 8 exceeds the " +
+                                "weight rows N 16 of input " + w + " (weight) buffer #2 ('gate.w')"));
+    EXPECT_TRUE(Rejected(r, "exceeds the columns of output 0 buffer #6 ('act') shape [1,16]"));
+    EXPECT_TRUE(Rejected(validate(glu_tiles({.offsets = {0, -8}, .norm = norm})),
+                         "param n_off -8 must be >= 0"));
+  }
+  // The norm's hidden is x's last dimension (and so K's).
+  EXPECT_TRUE(Rejected(validate(glu_tiles({.norm = true, .hidden = 4})),
+                       "RMSNORM_GEMV_GLU_TILE: param hidden 4 is not the last dimension of input "
+                       "0 (x) buffer #0 ('x') shape [1,8]"));
+}
+
+TEST(ValidateParamShapes, GluUpWeightIsTheGateWeightsTwinAndBiasesComeInPairs) {
+  for (bool norm : {false, true}) {
+    SCOPED_TRACE(norm ? "RMSNORM_GEMV_GLU_TILE" : "GEMV_GLU_TILE");
+    const std::string gate = norm ? "2" : "1", up = norm ? "3" : "2";
+    // A taller up weight passes check_gemv's row bound (which reads the gate weight): only the
+    // twin check catches it. Another dtype likewise.
+    EXPECT_TRUE(Rejected(validate(glu_tiles({.norm = norm, .up_shape = {24, 8}})),
+                         "input " + up + " (up weight) buffer #3 ('up.w') shape [24,8] F32 "
+                         "differs from input " + gate + " (gate weight) buffer #2 ('gate.w') "
+                         "shape [16,8] F32: both must have the same shape and dtype"));
+    EXPECT_TRUE(Rejected(validate(glu_tiles({.norm = norm, .up_dtype = DType::BF16})),
+                         "shape [16,8] BF16 differs from input " + gate));
+    // A pair of [N] biases is fine; one alone, or a pair of the wrong length, is not.
+    EXPECT_TRUE(Clean(validate(glu_tiles({.norm = norm, .biases = 2}))));
+    EXPECT_TRUE(Rejected(validate(glu_tiles({.norm = norm, .biases = 1})),
+                         "a bias for one projection alone"));
+    EXPECT_TRUE(Rejected(validate(glu_tiles({.norm = norm, .biases = 2, .bias_len = 8})),
+                         "(gate bias) buffer #4 ('gate.b') shape [8] is not [N] for the weights' "
+                         "16 rows"));
+  }
+}
+
+
 // ---- WAW
 // ------------------------------------------------------------------------------------------- `n`
 // GEMV tiles of width 8 at the given offsets, all under one counter, into y.
@@ -1257,6 +1343,18 @@ TEST(ValidateWaw, ThousandDisjointTilesInAnyOrderAreAccepted) {
   EXPECT_TRUE(Clean(validate(tiles_at(offs))));
   offs[500] = offs[20] + 3;  // one tile now straddles another
   EXPECT_TRUE(Rejected(validate(tiles_at(offs)), "OVERLAP"));
+}
+
+// Sibling GLU tiles write their features' columns of the one output, as GEMV tiles do: disjoint
+// tiles under one counter are accepted, overlapping ones are a race.
+TEST(ValidateWaw, OverlappingGluTilesUnderOneCounterRace) {
+  for (bool norm : {false, true}) {
+    SCOPED_TRACE(norm ? "RMSNORM_GEMV_GLU_TILE" : "GEMV_GLU_TILE");
+    EXPECT_TRUE(Clean(validate(glu_tiles({.offsets = {0, 4, 8, 12}, .width = 4, .norm = norm}))));
+    EXPECT_TRUE(Rejected(validate(glu_tiles({.offsets = {0, 4, 6, 12}, .width = 4, .norm = norm})),
+                         "writers 1 (glu1) and 2 (glu2) share a counter but their tiles OVERLAP"));
+    EXPECT_TRUE(Rejected(validate(glu_tiles({.offsets = {8, 8}, .norm = norm})), "OVERLAP"));
+  }
 }
 
 TEST(ValidateWaw, GemmTilesAreDisjointAlongEitherAxis) {

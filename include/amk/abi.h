@@ -1,7 +1,8 @@
 /* AMK on-device ABI (IR_SPEC §8), version 0.7 (0.2 + the on-device decode fields of
  * amk_program_t in 0.3, + the task records in 0.4, + opcodes 23-24 and the attention flag bits
  * 3-4 in 0.5, + five profile stamps per task in 0.6, + ATTENTION_COMBINE's partial output
- * (flags bit 1) in 0.7; docs/CUDA_VM.md, docs/IR.md).
+ * (flags bit 1) in 0.7, + the gated-unit GEMV tiles (opcodes 25-26) in 0.8; docs/CUDA_VM.md,
+ * docs/IR.md).
  *
  * The ONE header shared by host and device code. Plain C so nvcc, gcc and clang agree on every
  * byte: fixed-width fields, no pointers-to-member, no C++ types. The IR (include/amk/ir.h) mirrors
@@ -16,7 +17,7 @@
 #include <stdint.h>
 
 #define AMK_ABI_VERSION_MAJOR 0
-#define AMK_ABI_VERSION_MINOR 7
+#define AMK_ABI_VERSION_MINOR 8
 #define AMK_PROFILE_STAMPS 5 /* per instruction in amk_program_t.profile */
 
 #define AMK_MAX_INPUTS 8
@@ -90,7 +91,11 @@ typedef enum amk_opcode_t {
   /* [q, k, v, k_cache, v_cache(, q_norm_w, k_norm_w)(, inv_freq)] -> [out, k_cache, v_cache]:
      per-head RMSNORM, RoPE, the new KV row, then ATTENTION_TILE (docs/OPCODES.md) */
   AMK_OP_ROPE_KV_ATTENTION_TILE = 24,
-  AMK_OP_COUNT = 25
+  /* [x, W_gate, W_up(, b_gate, b_up)]: silu(x @ W_gate.T + b_gate) * (x @ W_up.T + b_up) over the
+     tile's columns (docs/OPCODES.md) */
+  AMK_OP_GEMV_GLU_TILE = 25,
+  AMK_OP_RMSNORM_GEMV_GLU_TILE = 26, /* [x, norm_w, W_gate, W_up(, b_gate, b_up)]: RMSNORM first */
+  AMK_OP_COUNT = 27
 } amk_opcode_t;
 
 /* ATTENTION_TILE flag bits (params.flags). */

@@ -18,8 +18,8 @@
 
 namespace amk {
 
-inline constexpr std::string_view kIrVersion = "0.6.0";
-inline constexpr std::string_view kAbiVersion = "0.7";
+inline constexpr std::string_view kIrVersion = "0.7.0";
+inline constexpr std::string_view kAbiVersion = "0.8";
 
 inline constexpr int kMaxInputs = 8;
 inline constexpr int kMaxOutputs = 4;
@@ -59,11 +59,15 @@ enum class Op : int32_t {
   // 24: the decode attention of a layer with its prologue: per-head RMSNORM (Qwen3), ROPE of q
   // and k at the step's position, the new k/v row into the caches, then ATTENTION_TILE.
   ROPE_KV_ATTENTION_TILE,
+  // 25: a gated linear unit's two projections as one tile: silu(x @ W_gate.T (+ b_gate)) *
+  // (x @ W_up.T (+ b_up)) over columns [n_off, n_off + N_tile), i.e. two GEMV_TILEs and SILU_MUL.
+  GEMV_GLU_TILE,
+  RMSNORM_GEMV_GLU_TILE,  // 26: RMSNORM(x) first
 };
 inline constexpr int kNumDTypes = 10;
 inline constexpr int kNumMemSpaces = 4;
 inline constexpr int kNumBufferKinds = 6;
-inline constexpr int kNumOps = 25;
+inline constexpr int kNumOps = 27;
 
 // Names exactly as the JSON format spells them ("BF16", "GEMV_TILE", ...).
 std::string_view name_of(DType v);

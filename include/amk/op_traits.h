@@ -3,17 +3,26 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "amk/ir.h"
 
 namespace amk {
 
-// GEMV_TILE and its fused variants (RMSNORM_, SILU_MUL_, _ADD_, SILU_MUL_..._ADD_TILE): one
-// [N, K] weight streamed once, rows [n_off, n_off + N_tile).
+// GEMV_GLU_TILE and RMSNORM_GEMV_GLU_TILE: a gated linear unit's gate and up projections as one
+// tile, silu(gate rows) * (up rows) in its epilogue (docs/OPCODES.md).
+bool is_glu_gemv(Op op);
+
+// GEMV_TILE and its fused variants (RMSNORM_, SILU_MUL_, _ADD_, SILU_MUL_..._ADD_TILE, the GLU
+// tiles): [N, K] weights streamed once, rows [n_off, n_off + N_tile) of each.
 bool is_gemv_family(Op op);
 
-// The input slot of a GEMV-family op's [N, K] weight (docs/OPCODES.md): the fused prologues put
-// their own operand (the norm weight, up) before it.
+// The input slot of a GEMV-family op's (first) [N, K] weight (docs/OPCODES.md): the fused
+// prologues put their own operand (the norm weight, up) before it. A GLU tile's up weight
+// follows its gate weight.
 size_t gemv_weight_input(Op op);
+
+// How many [N, K] weights the tile streams, from gemv_weight_input() on: 2 for the GLU tiles.
+int64_t gemv_weight_count(Op op);
 
 }  // namespace amk

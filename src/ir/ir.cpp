@@ -44,7 +44,9 @@ static_assert(int(Op::NOP) == AMK_OP_NOP && int(Op::COPY) == AMK_OP_COPY &&
               int(Op::GEMV_ADD_TILE) == AMK_OP_GEMV_ADD_TILE &&
               int(Op::SILU_MUL_GEMV_ADD_TILE) == AMK_OP_SILU_MUL_GEMV_ADD_TILE &&
               int(Op::ROPE_KV_ATTENTION_TILE) == AMK_OP_ROPE_KV_ATTENTION_TILE &&
-              true);
+              int(Op::GEMV_GLU_TILE) == AMK_OP_GEMV_GLU_TILE &&
+              int(Op::RMSNORM_GEMV_GLU_TILE) == AMK_OP_RMSNORM_GEMV_GLU_TILE &&
+              kNumOps == AMK_OP_COUNT);
 
 namespace {
 
@@ -60,7 +62,8 @@ constexpr std::array<std::string_view, kNumOps> kOpNames = {
     "GEMM_TILE", "ATTENTION_TILE", "ROPE", "SILU_MUL", "GELU", "ADD", "MUL", "DEQUANT",
     "SOFTMAX", "ALLREDUCE_SHARD", "KV_APPEND", "SAMPLE_ARGMAX", "ATTENTION_COMBINE",
     "ROPE_FREQ", "RMSNORM_GEMV_TILE", "SILU_MUL_GEMV_TILE", "GEMV_ADD_TILE",
-    "SILU_MUL_GEMV_ADD_TILE", "ROPE_KV_ATTENTION_TILE"};
+    "SILU_MUL_GEMV_ADD_TILE", "ROPE_KV_ATTENTION_TILE", "GEMV_GLU_TILE",
+    "RMSNORM_GEMV_GLU_TILE"};
 
 template <typename E, size_t N>
 std::string_view lookup_name(const std::array<std::string_view, N>& names, E v) {
@@ -152,6 +155,10 @@ const OpSpec& op_spec(Op op) {
       {Op::ROPE_KV_ATTENTION_TILE, 5, 8, 3,
        {"head_dim", "kv_start", "kv_len", "scale", "n_heads", "n_kv_heads", "flags"},
        "per-head norm + RoPE of q/k, the new KV row, then GQA attention over a KV window"},
+      {Op::GEMV_GLU_TILE, 3, 5, 1, {"K", "N_tile", "n_off"},
+       "out[.., n_off:+N_tile] = silu(x @ W_gate.T) * (x @ W_up.T)"},
+      {Op::RMSNORM_GEMV_GLU_TILE, 4, 6, 1, {"eps", "hidden", "K", "N_tile", "n_off"},
+       "out[.., n_off:+N_tile] = silu(rmsnorm(x, w) @ W_gate.T) * (rmsnorm(x, w) @ W_up.T)"},
   }};
   const auto i = static_cast<size_t>(op);
   return registry[i < registry.size() ? i : 0];

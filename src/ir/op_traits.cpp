@@ -2,16 +2,20 @@
 
 namespace amk {
 
+bool is_glu_gemv(Op op) { return op == Op::GEMV_GLU_TILE || op == Op::RMSNORM_GEMV_GLU_TILE; }
+
 bool is_gemv_family(Op op) {
   return op == Op::GEMV_TILE || op == Op::RMSNORM_GEMV_TILE || op == Op::SILU_MUL_GEMV_TILE ||
-         op == Op::GEMV_ADD_TILE || op == Op::SILU_MUL_GEMV_ADD_TILE;
+         op == Op::GEMV_ADD_TILE || op == Op::SILU_MUL_GEMV_ADD_TILE || is_glu_gemv(op);
 }
 
 size_t gemv_weight_input(Op op) {
   return (op == Op::RMSNORM_GEMV_TILE || op == Op::SILU_MUL_GEMV_TILE ||
-          op == Op::SILU_MUL_GEMV_ADD_TILE)
+          op == Op::SILU_MUL_GEMV_ADD_TILE || op == Op::RMSNORM_GEMV_GLU_TILE)
              ? 2
              : 1;
 }
+
+int64_t gemv_weight_count(Op op) { return is_glu_gemv(op) ? 2 : 1; }
 
 }  // namespace amk

@@ -3,11 +3,12 @@
 // rows, K that is not x's last dimension or the weight's columns, an append before or past the
 // cache's rows, an attention window outside them, head counts that disagree with the cache or
 // q, a head range outside the heads, a partial argmax outside the logits or its pairs, an embed
-// row width that hidden does not divide, a norm whose hidden is not x's last dimension) would
-// only fail in the VM, after other tasks may have written GPU memory. validate() rejects it
-// first. Driven by op; each check mirrors the reference op's (src/vm/reference/ops/), and is
-// skipped where a param is missing or malformed or a buffer reference is bad (those are
-// reported by the structural checks).
+// row width that hidden does not divide, a norm whose hidden is not x's last dimension, a GLU
+// tile whose up weight is not its gate weight's twin or whose biases are not a pair) would only
+// fail in the VM, after other tasks may have written GPU memory. validate() rejects it first.
+// Driven by op; each check mirrors the reference op's (src/vm/reference/ops/), and is skipped
+// where a param is missing or malformed or a buffer reference is bad (those are reported by the
+// structural checks).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -15,6 +16,7 @@
 #include <utility>
 
 #include "amk/op_flags.h"
+#include "amk/op_traits.h"
 #include "ir/validate_context.h"
 
 namespace amk::detail {
@@ -59,6 +61,10 @@ struct TaskParams {
   void error(const std::string& what) const {
     d.error("task " + task_ref(p, t) + " " + std::string(name_of(task().op)) + ": " + what +
             " (params address outside the buffers)");
+  }
+  // Operands that disagree with each other rather than with the params.
+  void operand_error(const std::string& what) const {
+    d.error("task " + task_ref(p, t) + " " + std::string(name_of(task().op)) + ": " + what);
   }
 };
 
@@ -109,6 +115,31 @@ void check_gemv(const TaskParams& c, size_t x_at, size_t w_at) {
   if (const Buffer* o = c.out(0); o && !o->shape.empty() && end > o->shape.back())
     c.error("param n_off " + std::to_string(*n_off) + " + N_tile " + std::to_string(*n_tile) +
             " exceeds the columns of output 0 " + c.ref(*o));
+}
+
+// A GLU tile's operands beyond check_gemv's (which checks the gate weight at w_at): the up
+// weight at w_at + 1 is the gate weight's twin (shape and dtype), and the biases come as a pair
+// of [N] after them (fp weights; quantized ones put their scales there, as GEMV_TILE's input 2).
+void check_glu(const TaskParams& c, size_t w_at) {
+  const size_t n_in = c.task().inputs.size();
+  if (n_in == w_at + 3)
+    c.operand_error("takes the gate and up weights and optionally both biases: a bias for one "
+                    "projection alone (" + num(int64_t(n_in)) + " inputs) is refused");
+  const Buffer* gate = c.in(w_at);
+  const Buffer* up = c.in(w_at + 1);
+  if (gate && up && (gate->shape != up->shape || gate->dtype != up->dtype))
+    c.operand_error("input " + num(int64_t(w_at) + 1) + " (up weight) " + c.ref(*up) + " " +
+                    std::string(name_of(up->dtype)) + " differs from input " +
+                    num(int64_t(w_at)) + " (gate weight) " + c.ref(*gate) + " " +
+                    std::string(name_of(gate->dtype)) +
+                    ": both must have the same shape and dtype");
+  const auto qdtype = int_param(c.task(), "qdtype");
+  if (n_in != w_at + 4 || !gate || gate->shape.size() != 2 || (qdtype && *qdtype > 4)) return;
+  for (size_t i = w_at + 2; i < w_at + 4; ++i)
+    if (const Buffer* b = c.in(i); b && b->shape != std::vector<int64_t>{gate->shape[0]})
+      c.operand_error("input " + num(int64_t(i)) +
+                      (i == w_at + 2 ? " (gate bias) " : " (up bias) ") + c.ref(*b) +
+                      " is not [N] for the weights' " + num(gate->shape[0]) + " rows");
 }
 
 void check_norm(const TaskParams& c) {
@@ -326,6 +357,12 @@ void check_task_params(const Program& p, Diagnostics& d) {
       case Op::SILU_MUL_GEMV_ADD_TILE:
         check_gemv(c, 0, 2);
         if (p.tasks[t].op == Op::RMSNORM_GEMV_TILE) check_norm(c);
+        break;
+      case Op::GEMV_GLU_TILE:
+      case Op::RMSNORM_GEMV_GLU_TILE:
+        check_gemv(c, 0, gemv_weight_input(p.tasks[t].op));
+        check_glu(c, gemv_weight_input(p.tasks[t].op));
+        if (p.tasks[t].op == Op::RMSNORM_GEMV_GLU_TILE) check_norm(c);
         break;
       case Op::RMSNORM:
       case Op::LAYERNORM:

@@ -6,6 +6,8 @@
 #include <map>
 #include <queue>
 
+#include "amk/op_traits.h"
+
 namespace amk::detail {
 
 namespace {
@@ -59,8 +61,9 @@ WriteRegion write_region(const Program& program, const Task& task, int64_t buffe
     r.col_hi = kMax;
     return r;
   }
-  // Every tile op writes columns [n_off, n_off + N_tile) of its output (the fused GEMV tiles
-  // included), so sibling tiles of one buffer are checked for overlap rather than refused.
+  // Every tile op writes columns [n_off, n_off + N_tile) of its output (the fused GEMV tiles,
+  // the GLU tiles among them, included), so sibling tiles of one buffer are checked for overlap
+  // rather than refused.
   if (task.op == Op::SAMPLE_ARGMAX) {
     // A partial argmax writes row m_off of its [P, 2] pairs buffer (docs/OPCODES.md).
     const auto m_off = offset_param(task.params, "m_off");
@@ -123,10 +126,7 @@ WriteRegion write_region(const Program& program, const Task& task, int64_t buffe
     r.col_hi = end_of(lo, len);
     return r;
   }
-  if (task.op != Op::GEMV_TILE && task.op != Op::GEMM_TILE && task.op != Op::RMSNORM_GEMV_TILE &&
-      task.op != Op::SILU_MUL_GEMV_TILE && task.op != Op::GEMV_ADD_TILE &&
-      task.op != Op::SILU_MUL_GEMV_ADD_TILE)
-    return r;
+  if (!is_gemv_family(task.op) && task.op != Op::GEMM_TILE) return r;
   const auto n_off = offset_param(task.params, "n_off");
   const auto n_tile = extent_param(task.params, "N_tile");
   if (!n_off || !n_tile) return r;

@@ -1,7 +1,8 @@
 // The part of its output buffer a task writes, and an O(k log k) test that k such parts are
 // pairwise disjoint (the proof that tiles under one shared counter cannot race).
 //
-// GEMV_TILE and GEMM_TILE write the columns [n_off, n_off + N_tile); GEMM_TILE also the rows
+// GEMV_TILE, its fused variants (is_gemv_family: the GLU tiles too) and GEMM_TILE write the
+// columns [n_off, n_off + N_tile); GEMM_TILE also the rows
 // [m_off, m_off + M_tile) when both are given. A GEMV tile covers every row. A head-ranged
 // ATTENTION_COMBINE writes the columns [n_off * head_dim, (n_off + N_tile) * head_dim) of its
 // one-row output; a partial SAMPLE_ARGMAX the row m_off of its pairs; ROPE_KV_ATTENTION_TILE

@@ -29,6 +29,8 @@ Fusion resolve_fusion(const ScheduleConfig& config) {
       f.gemv_add = true;
     } else if (g == std::vector<std::string>{"rope", "attention"}) {
       f.rope_attention = true;
+    } else if (g == std::vector<std::string>{"gemv", "silu_mul"}) {
+      f.gemv_silu_mul = true;
     } else {
       unknown += (unknown.empty() ? "" : ", ") + spell(g);
     }
@@ -36,7 +38,8 @@ Fusion resolve_fusion(const ScheduleConfig& config) {
   // Silently dropping a group would lower a different program than the one asked for.
   if (!unknown.empty())
     throw LoweringError("fusion_grouping cannot fuse " + unknown +
-                         " (known groups: [rmsnorm, gemv], [silu_mul, gemv], [gemv, add], [rope, attention])");
+                         " (known groups: [rmsnorm, gemv], [silu_mul, gemv], [gemv, add], [rope, attention], "
+                         "[gemv, silu_mul])");
   return f;
 }
 

@@ -16,6 +16,11 @@ struct Fusion {
   // rotates its own q/k heads and writes the new KV row, so no COPY / head RMSNORM / ROPE /
   // KV_APPEND task remains.
   bool rope_attention = false;
+  // ["gemv", "silu_mul"] -> GEMV_GLU_TILE / RMSNORM_GEMV_GLU_TILE: gate_proj and up_proj as one
+  // tile per range of features, silu(gate) * up in its epilogue, so down_proj reads one buffer
+  // (the SILU_MUL task goes, and ["silu_mul", "gemv"] has nothing left to fuse). Its tiles are
+  // tiling.gate_proj features wide; tiling.up_proj is refused.
+  bool gemv_silu_mul = false;
 };
 
 // Throws LoweringError naming every group it does not know (and the ones it does).

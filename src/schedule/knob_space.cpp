@@ -78,11 +78,23 @@ std::vector<KnobSpec> make_space() {
   const char* per_sm =
       "the level's rows split evenly over the target's SMs, but at least 16 KiB of BF16 rows";
   for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                           "down_proj"})
-    s.push_back(tile(proj, "N_tile", per_sm,
-                     fmt::format("output rows per {} GEMV tile: more tiles = more SMs busy, "
-                                 "fewer = less per-tile overhead",
-                                 proj)));
+                           "down_proj"}) {
+    const std::string_view p = proj;
+    s.push_back(tile(
+        proj, "N_tile",
+        p == "gate_proj" ? "half the gate/up level's rows per SM (features; gemv+silu_mul)"
+        : p == "up_proj" ? "absent (gemv+silu_mul: gate_proj sets the shared tiles)"
+                         : per_sm,
+        p == "gate_proj"
+            ? std::string("output rows per gate_proj GEMV tile; with gemv+silu_mul, features per "
+                          "GLU tile (each reads that many gate rows and up rows)")
+        : p == "up_proj"
+            ? std::string("output rows per up_proj GEMV tile (refused with gemv+silu_mul, whose "
+                          "tiles gate_proj sets)")
+            : fmt::format("output rows per {} GEMV tile: more tiles = more SMs busy, fewer = "
+                          "less per-tile overhead",
+                          proj)));
+  }
   s.push_back(tile("lm_head", "N_tile", "rows per SM, at most ~1 MiB of BF16 rows per tile",
                    "output rows per lm_head tile (the level that streams the most bytes)"));
   s.push_back(tile("gemv", "N_tile", "absent (each projection has its own)",
@@ -101,13 +113,14 @@ std::vector<KnobSpec> make_space() {
     f.kind = KnobKind::GroupSet;
     f.effect = KnobEffect::Tasks;
     f.tier = 3;
-    f.choices = {"rmsnorm+gemv", "silu_mul+gemv", "gemv+add", "rope+attention"};
-    f.range = "any subset of: rmsnorm+gemv, silu_mul+gemv, gemv+add, rope+attention";
-    f.default_rule = "all four";
+    f.choices = {"rmsnorm+gemv", "silu_mul+gemv", "gemv+add", "rope+attention", "gemv+silu_mul"};
+    f.range =
+        "any subset of: rmsnorm+gemv, silu_mul+gemv, gemv+add, rope+attention, gemv+silu_mul";
+    f.default_rule = "all but silu_mul+gemv (which gemv+silu_mul leaves nothing to fuse)";
     f.meaning =
         "adjacent ops fused into one task so the activation never round-trips to memory (norm "
         "per GEMV tile, SwiGLU per down tile, residual add per tile, rope+KV append per "
-        "attention task)";
+        "attention task, gate and up rows in one tile with SwiGLU in its epilogue)";
     s.push_back(std::move(f));
   }
   s.push_back(choice("sm_assignment", 4, {"critical_path", "load_balance", "round_robin"},

@@ -89,10 +89,11 @@ class GraphBuilder {
 
   // The tiles of any GEMV-shaped op (GEMV_TILE or a fused tile, docs/OPCODES.md): `inputs` in
   // the op's order, `extra` params beside K / N_tile / n_off, `extra_bytes` read by every tile
-  // besides its weight rows (a norm weight, say).
+  // besides its weight rows (a norm weight, say). A GLU tile reads `n_weights` = 2 weights' rows
+  // (and biases).
   void tiles(Op op, std::vector<int64_t> inputs, const Params& extra, int64_t extra_bytes,
              bool has_bias, int64_t out, int64_t K, int64_t N, int64_t tile,
-             const std::string& label) {
+             const std::string& label, int64_t n_weights = 1) {
     const int64_t counter = p_.new_counter(label + " tiles");
     const std::vector<Wait> waits = waits_for(inputs);
     int64_t tiles = 0;
@@ -107,8 +108,8 @@ class GraphBuilder {
       if (depth_ > 0) params.set_int("M_tile", depth_);
       Task& t = p_.add_task(op, inputs, {out}, counter, waits, std::move(params),
                             fmt::format("{}[t{}]", label, tiles));
-      t.est_bytes = wbytes(K * width + (has_bias ? width : 0)) + extra_bytes;
-      t.est_flops = 2 * K * width;
+      t.est_bytes = wbytes(n_weights * (K * width + (has_bias ? width : 0))) + extra_bytes;
+      t.est_flops = 2 * K * width * n_weights;
     }
     ready_[out] = Wait{counter, tiles};
   }
@@ -179,6 +180,16 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
   schedule::check_launch_config(config, target);
   const schedule::Tiling tiling = schedule::resolve_tiling(config, kDefaultGemvNTile);
   const schedule::Fusion fusion = schedule::resolve_fusion(config);
+  // Gate and up share the GLU tiles, whose width tiling.gate_proj sets: an up_proj width would
+  // change nothing, and a knob that does nothing is refused rather than ignored.
+  if (fusion.gemv_silu_mul && fusion.silu_mul_gemv)
+    throw LoweringError(
+        "fusion groups [gemv, silu_mul] and [silu_mul, gemv] together: with the first, gate and "
+        "up tiles already write silu(gate) * up, so the second has nothing to fuse; drop one");
+  if (fusion.gemv_silu_mul && tiling.has_override("up_proj"))
+    throw LoweringError(
+        "tiling.up_proj does nothing with fusion group [gemv, silu_mul]: gate_proj and up_proj "
+        "share one tile per range of features, tiling.gate_proj.N_tile features wide; remove it");
   const DType wdt = resolve_weight_dtype(m, weight_dtype);
 
   const int64_t H = m.hidden_size, V = m.vocab_size, F = m.intermediate_size, HD = m.head_dim;
@@ -497,6 +508,26 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
 
     // ---- MLP ----
     const Normed h1n = normed(h1, w_mnorm, ap + "mlp_norm", ap + "post_attention_layernorm");
+    if (fusion.gemv_silu_mul) {
+      // ["gemv", "silu_mul"]: one GLU tile per range of features reads those gate rows and
+      // those up rows and writes silu(gate) * up, so down_proj's input is one buffer and the
+      // gate/up level writes half as many values.
+      const int64_t act = g.act(ap + "silu_mul", {1, F});
+      const bool norm_in_tile = h1n.norm_task_out < 0;
+      std::vector<int64_t> in{norm_in_tile ? h1n.x : h1n.norm_task_out};
+      if (norm_in_tile) in.push_back(h1n.norm_w);
+      in.push_back(w_gate);
+      in.push_back(w_up);
+      if (b_gate) {  // mlp_bias gives gate_proj and up_proj a bias each
+        in.push_back(*b_gate);
+        in.push_back(*b_up);
+      }
+      g.tiles(norm_in_tile ? Op::RMSNORM_GEMV_GLU_TILE : Op::GEMV_GLU_TILE, std::move(in),
+              norm_in_tile ? norm : Params{}, norm_in_tile ? g.wbytes(H) : 0, b_gate.has_value(),
+              act, H, F, tiling.n_tile("gate_proj"), ap + "gate_up_proj", /*n_weights=*/2);
+      h = gemv_add(act, w_down, b_down, h1, F, "down_proj", ap, "mlp_residual", fusion.gemv_add);
+      continue;
+    }
     const int64_t gate = g.act(ap + "gate", {1, F});
     const int64_t up = g.act(ap + "up", {1, F});
     normed_gemv(h1n, w_gate, b_gate, gate, F, "gate_proj", ap + "gate_proj");

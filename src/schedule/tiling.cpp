@@ -45,6 +45,12 @@ int64_t Tiling::n_tile(std::string_view projection) const {
   return gemv_n_tile;
 }
 
+bool Tiling::has_override(std::string_view projection) const {
+  for (const auto& [name, n] : projection_n_tile)
+    if (name == projection) return true;
+  return false;
+}
+
 Tiling resolve_tiling(const ScheduleConfig& config, int64_t default_n_tile) {
   Tiling t;
   t.gemv_n_tile = default_n_tile;

@@ -25,6 +25,7 @@ struct Tiling {
   std::optional<int64_t> argmax_n_tile;  // logits per partial SAMPLE_ARGMAX when set
 
   int64_t n_tile(std::string_view projection) const;
+  bool has_override(std::string_view projection) const;
 };
 
 // Throws LoweringError naming any unknown archetype or key, or a value < 1:

@@ -21,6 +21,8 @@ int64_t tile_rows(const std::string& knob, const ModelConfig& m) {
   return m.vocab_size;  // lm_head, sample_argmax
 }
 
+const std::string kGemvSiluMul = "gemv+silu_mul", kSiluMulGemv = "silu_mul+gemv";
+
 bool has_group(const ScheduleConfig& c, const std::string& spelled) {
   for (const auto& g : c.fusion_grouping)
     if (spell_group(g) == spelled) return true;
@@ -63,17 +65,40 @@ std::vector<Proposal> values_of(const ScheduleConfig& c, const std::string& knob
   };
   if (knob.starts_with("fusion_grouping.")) {
     const std::string g = knob.substr(16);
+    // gemv+silu_mul replaces silu_mul+gemv (the lowering refuses both): the latter is no knob
+    // while the former is on, and toggling the former swaps them, carrying the gate/up level's
+    // tiling over (a GLU tile of n features reads 2n rows, as one 2n-row gate or up tile does:
+    // the same tiles and bytes a tile), so the experiment changes one thing: where SwiGLU runs.
+    if (g == kSiluMulGemv && has_group(c, kGemvSiluMul)) return out;
     ScheduleConfig next = c;
-    if (has_group(c, g)) {
+    const auto drop = [&](const std::string& group) {
       std::erase_if(next.fusion_grouping,
-                    [&](const std::vector<std::string>& x) { return spell_group(x) == g; });
+                    [&](const std::vector<std::string>& x) { return spell_group(x) == group; });
+    };
+    const std::optional<int64_t> gate = integer_knob(c, "tiling.gate_proj.N_tile");
+    if (has_group(c, g)) {
+      drop(g);
+      if (g == kGemvSiluMul) {
+        next.fusion_grouping.push_back(parse_group(kSiluMulGemv));
+        if (gate) {
+          set_integer_knob(next, "tiling.gate_proj.N_tile", 2 * *gate);
+          set_integer_knob(next, "tiling.up_proj.N_tile", 2 * *gate);
+        }
+      }
       add(std::move(next), "off");
     } else {
       next.fusion_grouping.push_back(parse_group(g));
+      if (g == kGemvSiluMul) {
+        drop(kSiluMulGemv);
+        if (gate) set_integer_knob(next, "tiling.gate_proj.N_tile", (*gate + 1) / 2);
+        set_integer_knob(next, "tiling.up_proj.N_tile", std::nullopt);
+      }
       add(std::move(next), "on");
     }
     return out;
   }
+  // gate_proj sets the GLU tiles' width; up_proj is refused with them.
+  if (knob == "tiling.up_proj.N_tile" && has_group(c, kGemvSiluMul)) return out;
   const KnobSpec& k = knob_spec(knob);
   if (k.kind == KnobKind::Choice) {
     for (const auto& v : k.choices) {

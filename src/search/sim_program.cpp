@@ -130,7 +130,7 @@ Prepared prepare(const Program& program, const GpuTarget& target, const SimOptio
       if (slot < t.inputs.size()) {
         const auto it = buffers.find(t.inputs[slot]);
         if (it != buffers.end() && K > 0 && width > 0) {
-          w = double(dtype_nbytes(it->second->dtype, K * width));
+          w = double(dtype_nbytes(it->second->dtype, K * width * gemv_weight_count(t.op)));
           if (it->second->dtype == DType::BF16) {
             const int64_t S = cuda::gemv_strips_per_row(K * 2);
             s.slow_strips = cuda::gemv_strip_period(int(S), int(n_warps)) == 0;

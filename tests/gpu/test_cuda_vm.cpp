@@ -69,6 +69,19 @@ std::vector<std::pair<std::string, ScheduleConfig>> schedule_sweep() {
   ScheduleConfig tree = all_fused;
   tree.tiling = {{"attention", {{"kv_block", 4}, {"kv_heads", 1}}}};
   out.emplace_back("all_fused_split_kv4_tree", tree);
+  // The derived default's fusions: gate and up as GLU tiles (RMSNORM_GEMV_GLU_TILE) of 24
+  // features, 48 rows a tile, so the ring's chunks of 16 or 21 rows (the strip shapes below)
+  // straddle the gate/up boundary and the producer splits one into two copies.
+  ScheduleConfig all_fused_glu = all_fused;
+  all_fused_glu.fusion_grouping = {
+      {"rmsnorm", "gemv"}, {"gemv", "silu_mul"}, {"gemv", "add"}, {"rope", "attention"}};
+  all_fused_glu.tiling.push_back({"gate_proj", {{"N_tile", 24}}});
+  out.emplace_back("all_fused_glu24", all_fused_glu);
+  // GEMV_GLU_TILE (the norm its own task) of 8 features.
+  ScheduleConfig glu;
+  glu.fusion_grouping = {{"gemv", "silu_mul"}};
+  glu.tiling = {{"gate_proj", {{"N_tile", 8}}}};
+  out.emplace_back("glu8", glu);
   ScheduleConfig rope_attention;
   rope_attention.fusion_grouping = {{"rope", "attention"}};
   out.emplace_back("rope_attention", rope_attention);
@@ -193,7 +206,7 @@ TEST(CudaVm, RandomLlama3ScaledMatchesReference) {
   std::vector<std::pair<std::string, ScheduleConfig>> configs;
   for (auto& [label, config] : schedule_sweep())
     if (label == "default" || label == "fused" || label == "split_kv8" ||
-        label == "all_fused_split_kv8_heads1")
+        label == "all_fused_split_kv8_heads1" || label == "all_fused_glu24")
       configs.emplace_back(label, config);
   for (const auto& [label, config] : configs) {
     SCOPED_TRACE(label);
@@ -243,14 +256,15 @@ TEST(CudaVm, GemvStripPathsMatchReference) {
     std::mt19937_64 rng(11);
     std::vector<int64_t> tokens(24);
     for (int64_t& t : tokens) t = int64_t(rng() % uint64_t(ck.config().vocab_size));
-    for (const int64_t threads : {256, 224}) {
+    for (const int64_t threads : {256, 224})
+    for (const char* fusions : {"all_fused_split_kv8_heads1", "all_fused_glu24"}) {
       ScheduleConfig config;  // the decode shape: every fusion, split-KV by head
       for (const auto& [name, c] : schedule_sweep())
-        if (name == "all_fused_split_kv8_heads1") config = c;
+        if (name == fusions) config = c;
       config.threads_per_block = threads;
       const std::string label =
           std::to_string(shape.hidden) + "/" + std::to_string(shape.ffn) + " threads " +
-          std::to_string(threads);
+          std::to_string(threads) + " " + fusions;
       SCOPED_TRACE(label);
       std::cout << "strip shape " << label << ":\n";
       expect_matches_reference(ck, lower_fixture(ck, config, DType::BF16), tokens);

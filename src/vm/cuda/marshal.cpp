@@ -54,6 +54,8 @@ bool device_implements(Op op) {
     case Op::SILU_MUL_GEMV_TILE:
     case Op::GEMV_ADD_TILE:
     case Op::SILU_MUL_GEMV_ADD_TILE:
+    case Op::GEMV_GLU_TILE:
+    case Op::RMSNORM_GEMV_GLU_TILE:
       return true;
     default:
       return false;
@@ -249,10 +251,12 @@ int64_t task_scratch_bytes(const Task& t, const IdMaps& ids, int consumer_thread
     case Op::RMSNORM_GEMV_TILE:
     case Op::SILU_MUL_GEMV_TILE:
     case Op::GEMV_ADD_TILE:
-    case Op::SILU_MUL_GEMV_ADD_TILE: {
+    case Op::SILU_MUL_GEMV_ADD_TILE:
+    case Op::GEMV_GLU_TILE:
+    case Op::RMSNORM_GEMV_GLU_TILE: {
       // x (after any fused prologue) as fp32: rows * K floats, the small reductions, and the
-      // dot-product partials: one per output row, or over the ring one per (row, 32-vector
-      // strip of it) (ops/gemv.cuh).
+      // dot-product partials: one per weight row the tile reads (a GLU tile's gate and up
+      // rows), or over the ring one per (row, 32-vector strip of it) (ops/gemv.cuh).
       const int64_t K = std::max<int64_t>(t.params.get_int("K", 0), 1);
       const Buffer& x = *ids.buffer_by_id.at(t.inputs.at(0));
       const int64_t rows = std::max<int64_t>(x.numel() / K, 1);
@@ -261,7 +265,7 @@ int64_t task_scratch_bytes(const Task& t, const IdMaps& ids, int consumer_thread
       const int64_t bits = t.inputs.size() > wi ? dtype_bits(ids.buffer_by_id.at(t.inputs[wi])->dtype)
                                                 : 32;
       const int64_t strips = gemv_strips_per_row(K * std::max<int64_t>(bits, 8) / 8);
-      const int64_t partials = n_tile * std::max<int64_t>(strips, 1);
+      const int64_t partials = n_tile * gemv_weight_count(t.op) * std::max<int64_t>(strips, 1);
       return rows * K * 4 + kSmallOpScratch + partials * 4;
     }
     case Op::ROPE:

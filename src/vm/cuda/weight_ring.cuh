@@ -129,15 +129,18 @@ __device__ __forceinline__ void ring_init(WeightRing& r, uint8_t* stages, uint64
   mbar_init_fence();
 }
 
+__device__ __forceinline__ bool is_glu_gemv(int op) {
+  return op == AMK_OP_GEMV_GLU_TILE || op == AMK_OP_RMSNORM_GEMV_GLU_TILE;
+}
 __device__ __forceinline__ bool is_gemv_family(int op) {
   return op == AMK_OP_GEMV_TILE || op == AMK_OP_RMSNORM_GEMV_TILE ||
          op == AMK_OP_SILU_MUL_GEMV_TILE || op == AMK_OP_GEMV_ADD_TILE ||
-         op == AMK_OP_SILU_MUL_GEMV_ADD_TILE;
+         op == AMK_OP_SILU_MUL_GEMV_ADD_TILE || is_glu_gemv(op);
 }
-// Which input is the [N, K] weight.
+// Which input is the [N, K] weight (a GLU tile's gate weight; its up weight follows).
 __device__ __forceinline__ int gemv_weight_input(int op) {
   return (op == AMK_OP_RMSNORM_GEMV_TILE || op == AMK_OP_SILU_MUL_GEMV_TILE ||
-          op == AMK_OP_SILU_MUL_GEMV_ADD_TILE)
+          op == AMK_OP_SILU_MUL_GEMV_ADD_TILE || op == AMK_OP_RMSNORM_GEMV_GLU_TILE)
              ? 2
              : 1;
 }
@@ -145,19 +148,26 @@ __device__ __forceinline__ int gemv_weight_input(int op) {
 // How one GEMV tile's weights travel. Evaluated identically by the producer and the consumers
 // (same instruction, same buffers, same ring), so both agree on which tiles use the ring and how
 // they are chunked without exchanging anything.
+//
+// A GLU tile streams two row ranges, its N_tile gate rows then its N_tile up rows, as one tile
+// of 2 N_tile rows: rows [0, split) start at src, rows [split, rows) at the up weight's row n_off
+// (glu_up_rows). The consumers see one run of rows (their strips and partials do not care where
+// a row came from); only the producer splits the one chunk that straddles the two ranges into
+// two copies.
 struct RingTile {
   bool eligible = false;
-  const uint8_t* src = nullptr;  // first byte of row n_off
+  const uint8_t* src = nullptr;   // first byte of row n_off
   uint32_t row_bytes = 0;
-  int rows = 0;            // N_tile
+  int rows = 0;            // N_tile (GLU: 2 N_tile)
+  int split = 0;           // rows from src (N_tile)
   int rows_per_chunk = 0;  // floor(chunk_bytes / row_bytes)
 };
 
-// Eligible: an F32/BF16 [N, K] weight with in-range tile params (so the producer never copies
+// Eligible: F32/BF16 [N, K] weights with in-range tile params (so the producer never copies
 // out of bounds, whatever the consumers later decide), 16-byte aligned base and row length
 // (then every chunk's address and size are multiples of 16), a row that fits one stage (and
 // has fewer than 2^15 vectors), and a single activation row (a multi-row x is looped row by row
-// over global weights, gemv.cuh).
+// over global weights, gemv.cuh). A GLU tile's up weight must match its gate weight.
 // `desc(i)` is input i's descriptor: the producer reads the task record in global memory, the
 // consumers their shared-memory copy of it, so both decide from identical bytes.
 template <typename InputDesc>
@@ -166,7 +176,8 @@ __device__ __forceinline__ RingTile ring_tile(const amk_instruction_t& inst, con
   RingTile t;
   if (ring.n_stages < 1 || ring.chunk_bytes < 16) return t;
   const int wi = gemv_weight_input(inst.op);
-  if (inst.n_inputs <= wi || inst.n_outputs < 1) return t;
+  const bool glu = is_glu_gemv(inst.op);
+  if (inst.n_inputs <= wi + (glu ? 1 : 0) || inst.n_outputs < 1) return t;
   const amk_params_t& p = inst.params;
   if (p.K < 1 || p.N_tile < 1 || p.n_off < 0) return t;
   const amk_buffer_t& W = desc(wi);
@@ -178,12 +189,28 @@ __device__ __forceinline__ RingTile ring_tile(const amk_instruction_t& inst, con
   if (row_bytes % 16 != 0 || row_bytes > ring.chunk_bytes || row_bytes / 16 >= (1 << 15)) return t;
   if (reinterpret_cast<uintptr_t>(W.ptr) % 16 != 0) return t;
   if (desc(0).numel != p.K) return t;  // exactly one activation row
+  if (glu) {
+    const amk_buffer_t& U = desc(wi + 1);
+    if (U.rank != 2 || U.shape[0] != W.shape[0] || U.shape[1] != W.shape[1] ||
+        U.dtype != W.dtype || reinterpret_cast<uintptr_t>(U.ptr) % 16 != 0)
+      return t;
+  }
   t.eligible = true;
   t.row_bytes = uint32_t(row_bytes);
   t.src = static_cast<const uint8_t*>(W.ptr) + int64_t(p.n_off) * row_bytes;
-  t.rows = p.N_tile;
+  t.split = p.N_tile;
+  t.rows = glu ? 2 * p.N_tile : p.N_tile;
   t.rows_per_chunk = int(ring.chunk_bytes / row_bytes);
   return t;
+}
+
+// The first byte of a GLU tile's up rows. Looked up per chunk rather than kept in RingTile: the
+// consumers evaluate ring_tile too, and one more pointer there spills the 256-thread build.
+template <typename InputDesc>
+__device__ __forceinline__ const uint8_t* glu_up_rows(const amk_instruction_t& inst,
+                                                      const RingTile& t, InputDesc desc) {
+  return static_cast<const uint8_t*>(desc(gemv_weight_input(inst.op) + 1).ptr) +
+         int64_t(inst.params.n_off) * t.row_bytes;
 }
 
 // ---- producer (lane 0 of the producer warp) ---------------------------------------------------
@@ -273,9 +300,20 @@ __device__ __forceinline__ void ring_producer(const amk_program_t& prog, WeightR
           ++seen_landed;
         }
         const uint32_t full = ring.full_bar(cur.stage);
+        const uint32_t stage = ring.stage_base_smem + uint32_t(cur.stage) * uint32_t(ring.chunk_bytes);
         mbar_arrive_expect_tx(full, bytes);
-        bulk_copy_g2s(ring.stage_base_smem + uint32_t(cur.stage) * uint32_t(ring.chunk_bytes),
-                      t.src + int64_t(row) * t.row_bytes, bytes, full, policy);
+        // Rows [row, row + n_rows): those below split from src, the rest from src2 (a GLU
+        // tile's up rows); the one chunk that straddles takes two copies on one barrier.
+        const int first = min(max(t.split - row, 0), n_rows);
+        if (first > 0)
+          bulk_copy_g2s(stage, t.src + int64_t(row) * t.row_bytes,
+                        uint32_t(first) * t.row_bytes, full, policy);
+        if (first < n_rows)
+          bulk_copy_g2s(stage + uint32_t(first) * t.row_bytes,
+                        glu_up_rows(inst, t, [&](int i) -> const amk_buffer_t& {
+                          return rec.desc[i];
+                        }) + int64_t(row + first - t.split) * t.row_bytes,
+                        uint32_t(n_rows - first) * t.row_bytes, full, policy);
         ++issued;
         cur.advance(ring.n_stages);
       }

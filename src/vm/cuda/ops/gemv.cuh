@@ -1,7 +1,9 @@
 // The GEMV family: GEMV_TILE (5), RMSNORM_GEMV_TILE (20), SILU_MUL_GEMV_TILE (21),
-// GEMV_ADD_TILE (22) and SILU_MUL_GEMV_ADD_TILE (23), as src/vm/reference/ops/matmul.cpp (fp
-// weights) and fused_gemv.cpp. Each is one prologue (copy / RMSNORM / SILU_MUL) and one epilogue
-// (+ bias, + residual) around the same GEMV body.
+// GEMV_ADD_TILE (22), SILU_MUL_GEMV_ADD_TILE (23), GEMV_GLU_TILE (25) and RMSNORM_GEMV_GLU_TILE
+// (26), as src/vm/reference/ops/matmul.cpp (fp weights) and fused_gemv.cpp. Each is one
+// prologue (copy / RMSNORM / SILU_MUL) and one epilogue (+ bias, + residual, or the GLU's
+// silu(gate) * up) around the same GEMV body. A GLU tile's body runs over 2 N_tile rows: its
+// gate rows, then its up rows (the weight ring streams them as one tile, weight_ring.cuh).
 //
 //   1. x (K floats, fp32) is built in shared scratch: a copy of the activation row, RMSNORM of
 //      it (norm weight = input 1), or silu(gate) * up. This is the F32 intermediate the reference
@@ -16,8 +18,9 @@
 // streamed them there), else straight from global memory with 16-byte non-coherent loads, or
 // scalar loads when rows are not 16-byte multiples.
 //
-// Scratch: 32 floats of reduction space, x (K floats), then the row partials: N_tile floats from
-// global memory, N_tile x S over the ring (S = 32-vector strips per row; the loader reserves it).
+// Scratch: 32 floats of reduction space, x (K floats), then the row partials: one float per body
+// row (N_tile, a GLU tile 2 N_tile) from global memory, body rows x S over the ring (S = 32-vector
+// strips per row; the loader reserves it).
 #pragma once
 
 #include <cstdint>
@@ -47,14 +50,31 @@ constexpr int kReduceFloats = 32;  // block_sum's space at the head of scratch
 struct Gemv {
   const amk_buffer_t* x;       // input 0 (gate for SILU_MUL_GEMV_TILE)
   const amk_buffer_t* aux;     // norm weight / up; null otherwise
-  const amk_buffer_t* W;
-  const amk_buffer_t* bias;    // null: none
+  const amk_buffer_t* W;       // a GLU tile's gate weight (up_weight() finds its up weight)
+  const amk_buffer_t* bias;    // null: none (a GLU tile's gate bias; up_bias())
   const amk_buffer_t* residual;  // GEMV_ADD_TILE only
   const amk_buffer_t* out;
   int K, N_tile, n_off;
   int64_t rows, out_cols;
   bool w_bf16;
+  bool glu;
+  // Rows of the body: N_tile, or a GLU tile's gate rows then its up rows.
+  __device__ __forceinline__ int body_rows() const { return glu ? 2 * N_tile : N_tile; }
 };
+
+__device__ __forceinline__ bool has_norm_prologue(int op) {
+  return op == AMK_OP_RMSNORM_GEMV_TILE || op == AMK_OP_RMSNORM_GEMV_GLU_TILE;
+}
+
+// A GLU tile's up weight and up bias, after its gate weight and gate bias. Looked up where used
+// rather than held in Gemv: Gemv lives across the task's gate, and two more pointers there spill
+// the 256-thread build.
+__device__ __forceinline__ const amk_buffer_t& up_weight(const OpContext& c) {
+  return in_buf(c, gemv_weight_input(c.inst->op) + 1);
+}
+__device__ __forceinline__ const amk_buffer_t* up_bias(const OpContext& c, const Gemv& g) {
+  return g.glu && g.bias ? &in_buf(c, gemv_weight_input(c.inst->op) + 3) : nullptr;
+}
 
 // How x sits in shared memory. Linear: x[k] at xs[k]. Split (BF16 weights, K % 8 == 0): the
 // eight floats a 16-byte weight vector v meets, x[8v .. 8v+7], are float4 v of plane a
@@ -100,17 +120,20 @@ __device__ __forceinline__ int resolve(const OpContext& c, Gemv& g) {
   const int wi = gemv_weight_input(op);
   // The residual follows the weight in the ops that add one; the optional bias comes last.
   const bool adds = op == AMK_OP_GEMV_ADD_TILE || op == AMK_OP_SILU_MUL_GEMV_ADD_TILE;
-  const int bias_index = wi + (adds ? 2 : 1);
+  // A GLU tile's biases come in pairs after its two weights.
+  g.glu = is_glu_gemv(op);
+  const int bias_index = wi + (adds || g.glu ? 2 : 1);
   if (p.qdtype < 0 || p.qdtype > AMK_DTYPE_F8E5M2) return kBadParams;  // quantized: no device code
   if (p.K < 1 || p.N_tile < 1 || p.n_off < 0) return kBadParams;
   if (inst.n_inputs <= wi || inst.n_outputs < 1) return kBadParams;
   if (adds && inst.n_inputs < wi + 2) return kBadFusedOperand;
+  if (g.glu && inst.n_inputs != wi + 2 && inst.n_inputs != wi + 4) return kBadFusedOperand;
   g.K = p.K;
   g.N_tile = p.N_tile;
   g.n_off = p.n_off;
   g.x = &in_buf(c, 0);
   const bool silu = op == AMK_OP_SILU_MUL_GEMV_TILE || op == AMK_OP_SILU_MUL_GEMV_ADD_TILE;
-  g.aux = (op == AMK_OP_RMSNORM_GEMV_TILE || silu) ? &in_buf(c, 1) : nullptr;
+  g.aux = (has_norm_prologue(op) || silu) ? &in_buf(c, 1) : nullptr;
   g.W = &in_buf(c, wi);
   g.bias = inst.n_inputs > bias_index ? &in_buf(c, bias_index) : nullptr;
   g.residual = adds ? &in_buf(c, wi + 1) : nullptr;
@@ -125,16 +148,22 @@ __device__ __forceinline__ int resolve(const OpContext& c, Gemv& g) {
   if (W.dtype != AMK_DTYPE_BF16 && W.dtype != AMK_DTYPE_F32) return kBadWeight;
   g.w_bf16 = W.dtype == AMK_DTYPE_BF16;
   if (g.bias && g.bias->numel != W.shape[0]) return kBadBias;
+  if (g.glu) {
+    const amk_buffer_t& U = up_weight(c);
+    if (U.rank != 2 || U.shape[0] != W.shape[0] || U.shape[1] != W.shape[1] || U.dtype != W.dtype)
+      return kBadFusedOperand;
+    if (g.bias && up_bias(c, g)->numel != W.shape[0]) return kBadBias;
+  }
   g.out_cols = last_dim(*g.out);
   if (g.out_cols < int64_t(g.n_off) + g.N_tile || g.out->numel != g.rows * g.out_cols)
     return kBadOutput;
-  if (op == AMK_OP_RMSNORM_GEMV_TILE &&
+  if (has_norm_prologue(op) &&
       (p.hidden != g.K || g.aux->numel != g.K || !(p.eps >= 0.0f)))
     return kBadFusedOperand;
   if (silu && g.aux->numel != g.x->numel) return kBadFusedOperand;
   if (g.residual && g.residual->numel != g.out->numel) return kBadFusedOperand;
   // x, the reductions and one partial per output row (gemv_from_ring may use more if present).
-  if ((int64_t(g.K) + kReduceFloats + g.N_tile) * 4 > c.scratch_bytes) return kScratchTooSmall;
+  if ((int64_t(g.K) + kReduceFloats + g.body_rows()) * 4 > c.scratch_bytes) return kScratchTooSmall;
   return 0;
 }
 
@@ -197,7 +226,7 @@ __device__ __forceinline__ void build_x(const OpContext& c, const Gemv& g, int64
   const int64_t base = r * K;
   float4* xs4 = reinterpret_cast<float4*>(xs);
   const bool vec = K % 4 == 0 && vec4_ok(*g.x, base) &&
-                   (g.aux == nullptr || vec4_ok(*g.aux, op == AMK_OP_RMSNORM_GEMV_TILE ? 0 : base));
+                   (g.aux == nullptr || vec4_ok(*g.aux, has_norm_prologue(op) ? 0 : base));
   if (op == AMK_OP_SILU_MUL_GEMV_TILE || op == AMK_OP_SILU_MUL_GEMV_ADD_TILE) {
     if (vec)
       build_x_vec4(c, *g.x, base / 4, *g.aux, base / 4, K / 4, xs4, layout,
@@ -205,7 +234,7 @@ __device__ __forceinline__ void build_x(const OpContext& c, const Gemv& g, int64
     else
       for (int k = c.tid; k < K; k += c.n_threads)
         xs[layout.index(k)] = silu(load_f(*g.x, base + k)) * load_f(*g.aux, base + k);
-  } else if (op == AMK_OP_RMSNORM_GEMV_TILE && vec && K / 4 <= kNormVecs * c.n_threads) {
+  } else if (has_norm_prologue(op) && vec && K / 4 <= kNormVecs * c.n_threads) {
     // The row and the norm weight requested together: one L2 round trip after the wait, not two
     // (the weight's used to follow the sum). The row goes to xs as it arrives; the weight waits
     // in registers for the sum. (Requesting the weight before the task's gate gains nothing:
@@ -242,7 +271,7 @@ __device__ __forceinline__ void build_x(const OpContext& c, const Gemv& g, int64
                    [](float x, float) { return x; });
     else
       for (int k = c.tid; k < K; k += c.n_threads) xs[layout.index(k)] = load_f(*g.x, base + k);
-    if (op == AMK_OP_RMSNORM_GEMV_TILE) {
+    if (has_norm_prologue(op)) {
       consumer_sync(c.n_threads);  // the copy above strides differently from the sum below
       // rms_inv()'s sum (thread j adds x[j], x[j + n], ... in that order, then block_sum), read
       // through the layout, so the fused norm rounds exactly as RMSNORM does.
@@ -326,40 +355,50 @@ __device__ __forceinline__ float lane_dot(const uint4* row, int n_vec, const XVi
 }
 
 // Scalar fallback for rows that are not 16-byte multiples (or a misaligned weight).
-__device__ __forceinline__ float lane_dot_scalar(const Gemv& g, int64_t n, const float* xs,
-                                                 const XLayout& layout, int lane) {
+__device__ __forceinline__ float lane_dot_scalar(const Gemv& g, const void* W, int64_t n,
+                                                 const float* xs, const XLayout& layout, int lane) {
   float acc = 0.0f;
   const int64_t base = n * g.K;
   if (g.w_bf16) {
-    const uint16_t* w = static_cast<const uint16_t*>(g.W->ptr) + base;
+    const uint16_t* w = static_cast<const uint16_t*>(W) + base;
     for (int k = lane; k < g.K; k += 32)
       acc = fmaf(bf16_bits_to_float(__ldg(w + k)), xs[layout.index(k)], acc);
   } else {
-    const float* w = static_cast<const float*>(g.W->ptr) + base;
+    const float* w = static_cast<const float*>(W) + base;
     for (int k = lane; k < g.K; k += 32) acc = fmaf(__ldg(w + k), xs[layout.index(k)], acc);
   }
   return acc;
 }
 
-// The epilogue's addends of output column n_off + j of row r: the bias and the residual, kept
-// apart so the sum rounds as (dot + bias) + residual, like the reference's GEMV then ADD.
+// The epilogue's addends of output column n_off + j of row r: the bias and the residual (a GLU
+// tile: the gate's and the up's bias), kept apart so the sum rounds as (dot + bias) + residual,
+// like the reference's GEMV then ADD.
 struct Addends {
-  float bias = 0.0f, residual = 0.0f;
+  float bias = 0.0f, residual = 0.0f;  // GLU: residual holds the up bias
 };
-__device__ __forceinline__ Addends load_addends(const Gemv& g, int64_t r, int j) {
+__device__ __forceinline__ Addends load_addends(const OpContext& c, const Gemv& g, int64_t r,
+                                               int j) {
   const int64_t n = int64_t(g.n_off) + j;
   Addends a;
   if (g.bias) a.bias = load_f(*g.bias, n);
+  if (g.glu && g.bias) a.residual = load_f(*up_bias(c, g), n);
   // GEMV_ADD_TILE / SILU_MUL_GEMV_ADD_TILE: read before the write, so the residual may alias
   // the output.
   if (g.residual) a.residual = load_f(*g.residual, r * g.out_cols + n);
   return a;
 }
-__device__ __forceinline__ void write_output(const Gemv& g, int64_t r, int j, float dot,
+// Output column n_off + j of row r from its dot product(s): `up` is a GLU tile's up row's.
+__device__ __forceinline__ void write_output(const Gemv& g, int64_t r, int j, float dot, float up,
                                              const Addends& a) {
   float y = dot;
   if (g.bias) y += a.bias;
-  if (g.residual) y += a.residual;
+  if (g.glu) {
+    // silu() is the SILU_MUL op's (elementwise.cuh), so the fused tile computes what the
+    // gate GEMV, the up GEMV and SILU_MUL do unfused.
+    y = silu(y) * (g.bias ? up + a.residual : up);
+  } else if (g.residual) {
+    y += a.residual;
+  }
   store_f(*g.out, r * g.out_cols + int64_t(g.n_off) + j, y);
 }
 
@@ -375,13 +414,14 @@ __device__ __forceinline__ EarlyAddends early_addends(const OpContext& c, const 
   EarlyAddends e;
   if ((g.bias || g.residual) && g.N_tile <= c.n_threads) {
     e.loaded = true;
-    if (c.tid < g.N_tile) e.a = load_addends(g, r, c.tid);
+    if (c.tid < g.N_tile) e.a = load_addends(c, g, r, c.tid);
   }
   return e;
 }
 
 // The deferred epilogue: row j's dot is the sum of its `segs` partials part[j * segs + s] (in
-// segment order, so the result does not depend on warp timing). One thread per row, all in
+// segment order, so the result does not depend on warp timing); a GLU tile's output j also
+// sums up row N_tile + j. One thread per row, all in
 // parallel, so the bias / residual loads (when not loaded early) overlap instead of queueing
 // behind each row's dot product on one lane. Starts with the barrier that publishes the
 // partials, which doubles as the abort vote; false (on every thread) when the launch is aborting.
@@ -390,9 +430,11 @@ __device__ __forceinline__ bool finish_rows(const OpContext& c, const Gemv& g, i
                                             const EarlyAddends& early) {
   if (consumer_any(aborted, c.n_threads)) return false;
   for (int j = c.tid; j < g.N_tile; j += c.n_threads) {
-    float dot = 0.0f;
+    float dot = 0.0f, up = 0.0f;
     for (int k = 0; k < segs; ++k) dot += part[j * segs + k];
-    write_output(g, r, j, dot, early.loaded ? early.a : load_addends(g, r, j));
+    if (g.glu)
+      for (int k = 0; k < segs; ++k) up += part[(g.N_tile + j) * segs + k];
+    write_output(g, r, j, dot, up, early.loaded ? early.a : load_addends(c, g, r, j));
   }
   return true;
 }
@@ -643,18 +685,22 @@ __device__ __forceinline__ void gemv_from_global(const OpContext& c, const Gemv&
                                                  float* part) {
   const int warp = c.tid >> 5, lane = c.tid & 31, n_warps = c.n_threads >> 5;
   const int64_t row_bytes = int64_t(g.K) * (g.w_bf16 ? 2 : 4);
-  const bool vec = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(g.W->ptr) % 16 == 0;
+  const bool vec = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(g.W->ptr) % 16 == 0 &&
+                   (!g.glu || reinterpret_cast<uintptr_t>(up_weight(c).ptr) % 16 == 0);
   const int n_vec = int(row_bytes / 16);
-  for (int j = warp; j < g.N_tile; j += n_warps) {
-    const int64_t n = int64_t(g.n_off) + j;
+  // Body row j: row n_off + j of W, or of W_up past a GLU tile's N_tile gate rows.
+  for (int j = warp; j < g.body_rows(); j += n_warps) {
+    const bool up_row = j >= g.N_tile;
+    const void* W = up_row ? up_weight(c).ptr : g.W->ptr;
+    const int64_t n = int64_t(g.n_off) + (up_row ? j - g.N_tile : j);
     float p;
     if (vec) {
       const uint4* row =
-          reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(g.W->ptr) + n * row_bytes);
+          reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(W) + n * row_bytes);
       const XView xv = x_view(xs, layout);
       p = g.w_bf16 ? lane_dot<true>(row, n_vec, xv, lane) : lane_dot<false>(row, n_vec, xv, lane);
     } else {
-      p = lane_dot_scalar(g, n, xs, layout, lane);
+      p = lane_dot_scalar(g, W, n, xs, layout, lane);
     }
     const float dot = warp_sum(p);
     if (lane == 0) part[j] = dot;
@@ -677,7 +723,8 @@ __device__ inline void op_gemv(const OpContext& c, Gate&& pass_gate) {
     op_fail(c, err);
     return;
   }
-  // Scratch: [red: 32 floats][x: K floats][row partials: N_tile, or N_tile x strips per row]
+  // Scratch: [red: 32 floats][x: K floats][row partials: one per body row, or one per body row
+  // and strip]
   float* red = c.scratch;
   float* xs = c.scratch + kReduceFloats;
   float* part = xs + g.K;
@@ -687,7 +734,7 @@ __device__ inline void op_gemv(const OpContext& c, Gate&& pass_gate) {
   if (t.eligible) {  // one activation row; the producer is streaming this tile's rows
     // S partials per row (the strips of gemv_from_ring): the loader reserves them.
     const int64_t strips = gemv_strips_per_row(t.row_bytes);
-    if ((int64_t(g.K) + kReduceFloats + int64_t(g.N_tile) * strips) * 4 > c.scratch_bytes) {
+    if ((int64_t(g.K) + kReduceFloats + int64_t(t.rows) * strips) * 4 > c.scratch_bytes) {
       op_fail(c, kScratchTooSmall);
       return;
     }

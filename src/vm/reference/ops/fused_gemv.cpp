@@ -1,5 +1,6 @@
 // The fused GEMV tiles of ScheduleConfig.fusion_grouping: RMSNORM_GEMV_TILE, SILU_MUL_GEMV_TILE,
-// GEMV_ADD_TILE and SILU_MUL_GEMV_ADD_TILE.
+// GEMV_ADD_TILE, SILU_MUL_GEMV_ADD_TILE, and the gated-unit tiles GEMV_GLU_TILE and
+// RMSNORM_GEMV_GLU_TILE.
 //
 // Each one runs the existing ops (op_rmsnorm, op_silu_mul, op_gemv_gemm, op_add) under their own
 // contexts rather than restating their arithmetic, so a fused tile can never drift from the
@@ -10,6 +11,7 @@
 // constituent sees them).
 #include <array>
 #include <string>
+#include <vector>
 
 #include "vm/reference/ops/numeric.h"
 #include "vm/reference/ops/ops.h"
@@ -69,10 +71,8 @@ void gemv_add_into(const OpContext& c, const Tensor& x, size_t w_index) {
       store(out, r * cols + n_off + j, load(sum, r * N_tile + j));
 }
 
-}  // namespace
-
-void op_rmsnorm_gemv_tile(const OpContext& c) {
-  c.check_registry();
+// RMSNORM(x = input 0, w = input 1) into an F32 tensor of x's shape: the RMSNORM_ prologue.
+Tensor rmsnorm_of(const OpContext& c) {
   // The norm's width is the GEMV's reduction length: one x feeds both.
   if (c.int_param("hidden") != c.int_param("K"))
     c.fail("param hidden " + num(c.int_param("hidden")) + " must equal param K " +
@@ -81,7 +81,59 @@ void op_rmsnorm_gemv_tile(const OpContext& c) {
   const std::array<const Tensor*, 2> norm_in{&c.input(0), &c.input(1)};
   const std::array<Tensor*, 1> norm_out{&xn};
   op_rmsnorm(OpContext(Op::RMSNORM, c.params(), norm_in, norm_out, c.step()));
-  gemv_into(c, xn, 2, 3, c.output(0));
+  return xn;
+}
+
+// out[.., n_off:+N_tile] = SILU_MUL(GEMV_TILE(x, W_gate(, b_gate)), GEMV_TILE(x, W_up(, b_up)))
+// with inputs [.., W_gate, W_up(, b_gate, b_up)] from `w_index` on. Each GEMV writes its tile of
+// an F32 copy of the output's shape (the F32 gate and up buffers of the unfused lowering); SILU_MUL
+// then runs over just the tile's columns (gathered, activated, scattered back), leaving sibling
+// tiles' columns alone.
+void gemv_glu_into(const OpContext& c, const Tensor& x, size_t w_index) {
+  // The registry's 3..5 (4..6) inputs admit one bias: a gate bias without an up bias (or the
+  // reverse) is not a gated unit that any model has, so it is refused rather than guessed at.
+  const size_t weights_and_biases = c.num_inputs() - w_index;
+  if (weights_and_biases != 2 && weights_and_biases != 4)
+    c.fail("takes the gate and up weights (inputs " + num(int64_t(w_index)) + ", " +
+           num(int64_t(w_index) + 1) + ") and optionally both biases (inputs " +
+           num(int64_t(w_index) + 2) + ", " + num(int64_t(w_index) + 3) +
+           "): biases come in pairs, got " + num(int64_t(c.num_inputs())) + " inputs");
+  const Tensor& gate_w = c.input(w_index);
+  const Tensor& up_w = c.input(w_index + 1);
+  // The GEMV checks each weight against K, N_tile and n_off, which a taller up weight (or one of
+  // another dtype) would pass: the two projections of one unit must agree outright.
+  if (up_w.shape != gate_w.shape || up_w.dtype != gate_w.dtype)
+    c.fail("input " + num(int64_t(w_index) + 1) + " (up weight) " +
+           std::string(name_of(up_w.dtype)) + " " + shape_str(up_w.shape) + " differs from input " +
+           num(int64_t(w_index)) + " (gate weight) " + std::string(name_of(gate_w.dtype)) + " " +
+           shape_str(gate_w.shape) + ": both must have the same shape and dtype");
+  Tensor& out = c.output(0);
+  Tensor gate = Tensor::zeros(DType::F32, out.shape), up = Tensor::zeros(DType::F32, out.shape);
+  gemv_into(c, x, w_index, w_index + 2, gate);  // validates K, N_tile, n_off against x, W, out
+  gemv_into(c, x, w_index + 1, w_index + 3, up);
+  const int64_t n_off = c.int_param("n_off"), N_tile = c.int_param("N_tile");
+  const int64_t cols = out.shape.back(), rows = out.numel() / cols;
+  Tensor gate_tile = Tensor::zeros(DType::F32, {rows, N_tile});
+  Tensor up_tile = Tensor::zeros(DType::F32, {rows, N_tile});
+  Tensor act = Tensor::zeros(out.dtype, {rows, N_tile});
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < N_tile; ++j) {
+      gate_tile.set(r * N_tile + j, gate.get(r * cols + n_off + j));
+      up_tile.set(r * N_tile + j, up.get(r * cols + n_off + j));
+    }
+  const std::array<const Tensor*, 2> act_in{&gate_tile, &up_tile};
+  const std::array<Tensor*, 1> act_out{&act};
+  op_silu_mul(OpContext(Op::SILU_MUL, Params{}, act_in, act_out, c.step()));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < N_tile; ++j)
+      store(out, r * cols + n_off + j, load(act, r * N_tile + j));
+}
+
+}  // namespace
+
+void op_rmsnorm_gemv_tile(const OpContext& c) {
+  c.check_registry();
+  gemv_into(c, rmsnorm_of(c), 2, 3, c.output(0));
 }
 
 void op_silu_mul_gemv_tile(const OpContext& c) {
@@ -97,6 +149,16 @@ void op_gemv_add_tile(const OpContext& c) {
 void op_silu_mul_gemv_add_tile(const OpContext& c) {
   c.check_registry();
   gemv_add_into(c, silu_mul_of(c), 2);
+}
+
+void op_gemv_glu_tile(const OpContext& c) {
+  c.check_registry();
+  gemv_glu_into(c, c.input(0), 1);
+}
+
+void op_rmsnorm_gemv_glu_tile(const OpContext& c) {
+  c.check_registry();
+  gemv_glu_into(c, rmsnorm_of(c), 2);
 }
 
 }  // namespace amk::ref
