@@ -43,6 +43,20 @@ Tensor rnd(DType dt, std::vector<int64_t> shape, std::mt19937& rng) {
 
 double at(const Tensor& t, int64_t i) { return t.get(i); }
 
+// x[r, k] * rsqrt(mean_k x[r, k]^2 + eps) * nw[k] in double: the RMSNORM prologue, naively, for
+// the kRows x kK activations of these tests.
+auto naive_rmsnorm(const Tensor& x, const Tensor& nw, double eps) {
+  std::vector<double> inv_rms(kRows);
+  for (int64_t r = 0; r < kRows; ++r) {
+    double ss = 0;
+    for (int64_t k = 0; k < kK; ++k) ss += at(x, r * kK + k) * at(x, r * kK + k);
+    inv_rms[size_t(r)] = 1.0 / std::sqrt(ss / kK + eps);
+  }
+  return [&x, &nw, inv_rms](int64_t r, int64_t k) {
+    return at(x, r * kK + k) * inv_rms[size_t(r)] * at(nw, k);
+  };
+}
+
 double ulp(DType dt, double x) {
   const int mbits = dt == DType::BF16 ? 7 : 23;
   const int e = x == 0 ? -126 : std::max(std::ilogb(x), -126);
@@ -104,15 +118,8 @@ TEST(OpRmsnormGemvTile, NormalisesEachRowThenProjects) {
     for (bool with_bias : {false, true}) {
       const Tensor x = rnd(dt, {kRows, kK}, rng), nw = rnd(dt, {kK}, rng);
       const Tensor W = rnd(dt, {kN, kK}, rng), b = rnd(dt, {kN}, rng);
-      std::vector<double> inv_rms(kRows);
-      for (int64_t r = 0; r < kRows; ++r) {
-        double ss = 0;
-        for (int64_t k = 0; k < kK; ++k) ss += at(x, r * kK + k) * at(x, r * kK + k);
-        inv_rms[size_t(r)] = 1.0 / std::sqrt(ss / kK + eps);
-      }
-      const Naive want = naive_gemv(
-          [&](int64_t r, int64_t k) { return at(x, r * kK + k) * inv_rms[size_t(r)] * at(nw, k); },
-          W, with_bias ? &b : nullptr, nullptr);
+      const Naive want =
+          naive_gemv(naive_rmsnorm(x, nw, eps), W, with_bias ? &b : nullptr, nullptr);
       Params p;
       p.set_real("eps", eps);
       p.set_int("hidden", kK);
@@ -266,15 +273,8 @@ TEST(OpRmsnormGemvGluTile, NormalisesEachRowThenProjectsAndGates) {
       const Tensor x = rnd(dt, {kRows, kK}, rng), nw = rnd(dt, {kK}, rng);
       const Tensor Wg = rnd(dt, {kN, kK}, rng), Wu = rnd(dt, {kN, kK}, rng);
       const Tensor bg = rnd(dt, {kN}, rng), bu = rnd(dt, {kN}, rng);
-      std::vector<double> inv_rms(kRows);
-      for (int64_t r = 0; r < kRows; ++r) {
-        double ss = 0;
-        for (int64_t k = 0; k < kK; ++k) ss += at(x, r * kK + k) * at(x, r * kK + k);
-        inv_rms[size_t(r)] = 1.0 / std::sqrt(ss / kK + eps);
-      }
-      const Naive want = naive_glu(
-          [&](int64_t r, int64_t k) { return at(x, r * kK + k) * inv_rms[size_t(r)] * at(nw, k); },
-          Wg, Wu, with_bias ? &bg : nullptr, with_bias ? &bu : nullptr);
+      const Naive want = naive_glu(naive_rmsnorm(x, nw, eps), Wg, Wu, with_bias ? &bg : nullptr,
+                                   with_bias ? &bu : nullptr);
       Params p;
       p.set_real("eps", eps);
       p.set_int("hidden", kK);

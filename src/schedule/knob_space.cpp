@@ -77,24 +77,22 @@ std::vector<KnobSpec> make_space() {
       {0, 1, 2, 3, 4, 6, 8}));
   const char* per_sm =
       "the level's rows split evenly over the target's SMs, but at least 16 KiB of BF16 rows";
-  for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                           "down_proj"}) {
-    const std::string_view p = proj;
-    s.push_back(tile(
-        proj, "N_tile",
-        p == "gate_proj" ? "half the gate/up level's rows per SM (features; gemv+silu_mul)"
-        : p == "up_proj" ? "absent (gemv+silu_mul: gate_proj sets the shared tiles)"
-                         : per_sm,
-        p == "gate_proj"
-            ? std::string("output rows per gate_proj GEMV tile; with gemv+silu_mul, features per "
-                          "GLU tile (each reads that many gate rows and up rows)")
-        : p == "up_proj"
-            ? std::string("output rows per up_proj GEMV tile (refused with gemv+silu_mul, whose "
-                          "tiles gate_proj sets)")
-            : fmt::format("output rows per {} GEMV tile: more tiles = more SMs busy, fewer = "
-                          "less per-tile overhead",
-                          proj)));
-  }
+  const auto projection = [&](const char* proj) {
+    s.push_back(tile(proj, "N_tile", per_sm,
+                     fmt::format("output rows per {} GEMV tile: more tiles = more SMs busy, "
+                                 "fewer = less per-tile overhead",
+                                 proj)));
+  };
+  for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj"}) projection(proj);
+  // Gate and up share the GLU tiles of gemv+silu_mul, which gate_proj sizes.
+  s.push_back(tile("gate_proj", "N_tile",
+                   "half the gate/up level's rows per SM (features; gemv+silu_mul)",
+                   "output rows per gate_proj GEMV tile; with gemv+silu_mul, features per GLU "
+                   "tile (each reads that many gate rows and up rows)"));
+  s.push_back(tile("up_proj", "N_tile", "absent (gemv+silu_mul: gate_proj sets the shared tiles)",
+                   "output rows per up_proj GEMV tile (refused with gemv+silu_mul, whose tiles "
+                   "gate_proj sets)"));
+  projection("down_proj");
   s.push_back(tile("lm_head", "N_tile", "rows per SM, at most ~1 MiB of BF16 rows per tile",
                    "output rows per lm_head tile (the level that streams the most bytes)"));
   s.push_back(tile("gemv", "N_tile", "absent (each projection has its own)",

@@ -302,8 +302,9 @@ __device__ __forceinline__ void ring_producer(const amk_program_t& prog, WeightR
         const uint32_t full = ring.full_bar(cur.stage);
         const uint32_t stage = ring.stage_base_smem + uint32_t(cur.stage) * uint32_t(ring.chunk_bytes);
         mbar_arrive_expect_tx(full, bytes);
-        // Rows [row, row + n_rows): those below split from src, the rest from src2 (a GLU
-        // tile's up rows); the one chunk that straddles takes two copies on one barrier.
+        // Rows [row, row + n_rows): those below split from src, the rest from the up weight
+        // (a GLU tile's up rows, glu_up_rows); the one chunk that straddles takes two copies on
+        // one barrier.
         const int first = min(max(t.split - row, 0), n_rows);
         if (first > 0)
           bulk_copy_g2s(stage, t.src + int64_t(row) * t.row_bytes,
