@@ -242,32 +242,29 @@ int32_t int32_scalar_buffer(const Program& program, const IdMaps& ids, std::stri
   return -1;
 }
 
+// The op scratch a GEMV-family tile needs: x (after any fused prologue) as fp32, rows * K
+// floats, the small reductions, and the dot-product partials: one per weight row the tile reads
+// (a GLU tile's gate and up rows), or over the ring one per (row, 32-vector strip of it)
+// (ops/gemv.cuh).
+int64_t gemv_scratch_bytes(const Task& t, const IdMaps& ids) {
+  const int64_t K = std::max<int64_t>(t.params.get_int("K", 0), 1);
+  const Buffer& x = *ids.buffer_by_id.at(t.inputs.at(0));
+  const int64_t rows = std::max<int64_t>(x.numel() / K, 1);
+  const int64_t n_tile = std::clamp<int64_t>(t.params.get_int("N_tile", 1), 1, 1 << 16);
+  const size_t wi = gemv_weight_input(t.op);
+  const int64_t bits = t.inputs.size() > wi ? dtype_bits(ids.buffer_by_id.at(t.inputs[wi])->dtype)
+                                            : 32;
+  const int64_t strips = gemv_strips_per_row(K * std::max<int64_t>(bits, 8) / 8);
+  const int64_t partials = n_tile * gemv_weight_count(t.op) * std::max<int64_t>(strips, 1);
+  return rows * K * 4 + kSmallOpScratch + partials * 4;
+}
+
 // The op scratch a task needs in shared memory (bytes); ops/scratch.h says what each device op
 // uses.
 int64_t task_scratch_bytes(const Task& t, const IdMaps& ids, int consumer_threads) {
+  if (is_gemv_family(t.op)) return gemv_scratch_bytes(t, ids);
   const int64_t head_dim = std::clamp<int64_t>(t.params.get_int("head_dim", 0), 0, kOpMaxHeadDim);
   switch (t.op) {
-    case Op::GEMV_TILE:
-    case Op::RMSNORM_GEMV_TILE:
-    case Op::SILU_MUL_GEMV_TILE:
-    case Op::GEMV_ADD_TILE:
-    case Op::SILU_MUL_GEMV_ADD_TILE:
-    case Op::GEMV_GLU_TILE:
-    case Op::RMSNORM_GEMV_GLU_TILE: {
-      // x (after any fused prologue) as fp32: rows * K floats, the small reductions, and the
-      // dot-product partials: one per weight row the tile reads (a GLU tile's gate and up
-      // rows), or over the ring one per (row, 32-vector strip of it) (ops/gemv.cuh).
-      const int64_t K = std::max<int64_t>(t.params.get_int("K", 0), 1);
-      const Buffer& x = *ids.buffer_by_id.at(t.inputs.at(0));
-      const int64_t rows = std::max<int64_t>(x.numel() / K, 1);
-      const int64_t n_tile = std::clamp<int64_t>(t.params.get_int("N_tile", 1), 1, 1 << 16);
-      const size_t wi = gemv_weight_input(t.op);
-      const int64_t bits = t.inputs.size() > wi ? dtype_bits(ids.buffer_by_id.at(t.inputs[wi])->dtype)
-                                                : 32;
-      const int64_t strips = gemv_strips_per_row(K * std::max<int64_t>(bits, 8) / 8);
-      const int64_t partials = n_tile * gemv_weight_count(t.op) * std::max<int64_t>(strips, 1);
-      return rows * K * 4 + kSmallOpScratch + partials * 4;
-    }
     case Op::ROPE:
     case Op::ROPE_FREQ:
       return std::max<int64_t>(rope_scratch_bytes(int(head_dim)), kSmallOpScratch);
