@@ -3,8 +3,8 @@
 // block) as the derived default splits it, each walking its keys 64 at a time the way
 // attention_block stages them (cp.async, 16 bytes a thread, into 32 KiB of shared memory; then a
 // barrier and a little compute), with one staging buffer or two (the next block in flight).
-// Two cache layouts: [T][G][D] (the lowering's: one head's row is 256 B every 2 KiB) and
-// [G][T][D] (each head's history contiguous). 16 layers' caches rotate, so L2 holds none of them.
+// Two cache layouts: [T][G][D] (the lowering's before IR 0.8.0: one head's row is 256 B every
+// 2 KiB) and [G][T][D] (the lowering's since: each head's history contiguous). 16 layers' caches rotate, so L2 holds none of them.
 //
 // Build: CMake target amk_bench_kv_walk (CUDA builds with AMK_BUILD_BENCH). Run it on the GPU
 // machine with no arguments; it prints µs per layer, GB/s and µs per 64-key block.

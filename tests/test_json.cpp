@@ -204,7 +204,7 @@ TEST(JsonWrite, LayoutIsPythonIndent2InToDictOrder) {
   const int64_t c = p.new_counter("done");
   p.add_task(Op::COPY, {x}, {y}, c, {}, {}, "copy");
   const std::string expected = R"({
-  "ir_version": "0.7.0",
+  "ir_version": "0.8.0",
   "abi_version": "0.8",
   "meta": {
     "model": "m"
@@ -268,7 +268,7 @@ TEST(JsonWrite, LayoutIsPythonIndent2InToDictOrder) {
 
 TEST(JsonWrite, EmptyProgram) {
   EXPECT_EQ(program_to_json(Program{}),
-            "{\n  \"ir_version\": \"0.7.0\",\n  \"abi_version\": \"0.8\",\n  \"meta\": {},\n"
+            "{\n  \"ir_version\": \"0.8.0\",\n  \"abi_version\": \"0.8\",\n  \"meta\": {},\n"
             "  \"target\": null,\n  \"buffers\": [],\n  \"counters\": [],\n  \"tasks\": [],\n"
             "  \"pages\": null,\n  \"config\": null\n}");
 }
@@ -851,7 +851,7 @@ TEST(JsonVersions, NewerMinorLoadsWithWarningsAndDropsUnknownFields) {
   const LoadResult r = program_from_json(read_data("newer_minor.json"));
   ASSERT_TRUE(r) << r.error;
   const std::string all = join(r.warnings);
-  EXPECT_TRUE(has_warning(r, "$.ir_version: the file is IR 0.8.0, newer than this build's 0.7.0"))
+  EXPECT_TRUE(has_warning(r, "$.ir_version: the file is IR 0.9.0, newer than this build's 0.8.0"))
       << all;
   EXPECT_TRUE(has_warning(r, R"($.target: unknown field "tma_units" dropped)")) << all;
   EXPECT_TRUE(has_warning(r, R"($.target: unknown field "nvlink_gbs" dropped)")) << all;
@@ -864,13 +864,36 @@ TEST(JsonVersions, NewerMinorLoadsWithWarningsAndDropsUnknownFields) {
                              R"(version of the format) (2 times, first at $.buffers[0]))"))
       << all;
   EXPECT_EQ(r.warnings.size(), 8u) << all;
-  EXPECT_EQ(r.program->ir_version, "0.8.0");  // kept, as the reference keeps it
+  EXPECT_EQ(r.program->ir_version, "0.9.0");  // kept, as the reference keeps it
   EXPECT_EQ(r.program->target->num_sms, 132);
   EXPECT_EQ(std::get<std::string>(r.program->config->sm_assignment), "round_robin");
   // and the known fields round-trip
   const std::string out = program_to_json(*r.program);
   EXPECT_EQ(out.find("tma_units"), std::string::npos);
   EXPECT_EQ(program_to_json(load_ok(out)), out);
+}
+
+// IR 0.8.0 stores each KV head's history contiguously ([n_kv_heads, max_seq, head_dim]); an
+// older file's caches ([max_seq, n_kv_heads, head_dim]) are read with dims 0 and 1 swapped, and
+// say so. Other buffers, and caches of a 0.8.0 file, keep their shapes.
+TEST(JsonVersions, OlderKvCachesAreReadInTheHeadMajorLayout) {
+  const auto file = [](const char* version) {
+    return std::string(R"({"ir_version": ")") + version + R"(", "buffers": [
+      {"id": 0, "name": "kv", "kind": "KV_CACHE", "dtype": "F32", "shape": [64, 2, 16]},
+      {"id": 1, "name": "x", "kind": "ACTIVATION", "dtype": "F32", "shape": [64, 2, 16]}]})";
+  };
+  const LoadResult old = program_from_json(file("0.7.0"));
+  ASSERT_TRUE(old) << old.error;
+  EXPECT_EQ(old.program->buffers[0].shape, (std::vector<int64_t>{2, 64, 16}));
+  EXPECT_EQ(old.program->buffers[1].shape, (std::vector<int64_t>{64, 2, 16}));
+  EXPECT_TRUE(has_warning(old, "$.buffers[0].shape: IR 0.7.0 KV caches are [max_seq, "
+                               "n_kv_heads, head_dim]; read as [n_kv_heads, max_seq, head_dim]"))
+      << join(old.warnings);
+  EXPECT_EQ(old.warnings.size(), 1u) << join(old.warnings);
+  const LoadResult now = program_from_json(file("0.8.0"));
+  ASSERT_TRUE(now) << now.error;
+  EXPECT_EQ(now.program->buffers[0].shape, (std::vector<int64_t>{64, 2, 16}));
+  EXPECT_TRUE(now.warnings.empty()) << join(now.warnings);
 }
 
 TEST(JsonVersions, MajorMismatchIsRefused) {
@@ -887,7 +910,8 @@ TEST(JsonVersions, MajorMismatchIsRefused) {
 }
 
 TEST(JsonVersions, OlderAndEqualVersionsLoadQuietly) {
-  for (const char* v : {"0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.4.7", "0.5.0", "0.6.0", "0.7.0", "0"}) {
+  for (const char* v :
+       {"0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.4.7", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0"}) {
     const LoadResult r = program_from_json(std::string(R"({"ir_version": ")") + v + "\"}");
     ASSERT_TRUE(r) << v << ": " << r.error;
     EXPECT_TRUE(r.warnings.empty()) << v << ": " << join(r.warnings);

@@ -78,7 +78,7 @@ TEST(Lowering, TinyLlamaHasTheWholeDecodeStep) {
 
   const Buffer& k = buffer_named(p, kv_cache_name(1, 'k'));
   EXPECT_EQ(k.kind, BufferKind::KV_CACHE);
-  EXPECT_EQ(k.shape, (std::vector<int64_t>{64, m.num_key_value_heads, m.head_dim}));
+  EXPECT_EQ(k.shape, (std::vector<int64_t>{m.num_key_value_heads, 64, m.head_dim}));
   for (const Task& t : p.tasks) ASSERT_TRUE(t.sm.has_value());
   EXPECT_TRUE(p.pages.has_value());
   EXPECT_EQ(p.meta_string("step_position"), std::string(lowered_names::kPos));

@@ -110,8 +110,8 @@ TEST(Marshal, BuffersAreInIdOrderWithRowMajorStrides) {
   }
   const int32_t k0 = position_of(m, buffer_named(p, kv_cache_name(0, 'k')).id);
   ASSERT_GE(k0, 0);
-  // [max_context, n_kv_heads, head_dim] = [64, 2, 16]
-  EXPECT_EQ(m.buffers[size_t(k0)].stride[0], 32);
+  // [n_kv_heads, max_context, head_dim] = [2, 64, 16]
+  EXPECT_EQ(m.buffers[size_t(k0)].stride[0], 1024);
   EXPECT_EQ(m.buffers[size_t(k0)].stride[1], 16);
   EXPECT_EQ(m.buffers[size_t(k0)].stride[2], 1);
 }

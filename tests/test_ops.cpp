@@ -600,6 +600,7 @@ struct AttnCase {
 
 // softmax(q k^T * scale) v over rows [start, start + len), with K/V expanded to every query head
 // by an explicit repeat_interleave (each KV head copied n_heads / n_kv_heads times in a row).
+// Caches are [n_kv_heads, S, head_dim]: KV head g's key j is at (g * S + j) * head_dim.
 std::vector<double> naive_attention(const std::vector<double>& q, const std::vector<double>& k,
                                     const std::vector<double>& v, AttnCase a, int64_t start,
                                     int64_t len, double scale) {
@@ -609,7 +610,7 @@ std::vector<double> naive_attention(const std::vector<double>& q, const std::vec
   for (int64_t j = 0; j < len; ++j)
     for (int64_t g = 0; g < a.Hkv; ++g)
       for (int64_t r = 0; r < rep; ++r) {
-        const auto at = size_t(((start + j) * a.Hkv + g) * a.D);
+        const auto at = size_t((g * a.S + start + j) * a.D);
         kr[size_t(j)].emplace_back(k.begin() + long(at), k.begin() + long(at + size_t(a.D)));
         vr[size_t(j)].emplace_back(v.begin() + long(at), v.begin() + long(at + size_t(a.D)));
       }
@@ -641,8 +642,8 @@ TEST(OpAttention, GqaRepeatsEachKvHeadInterleaved) {
   // One key: softmax is 1, so head h returns the value of the KV head it reads.
   const AttnCase a{4, 2, 1, 1};
   const Tensor q = Tensor::from_floats(DType::F32, {4, 1}, std::vector<float>{1, 2, 3, 4});
-  const Tensor k = Tensor::from_floats(DType::F32, {1, 2, 1}, std::vector<float>{1, 1});
-  const Tensor v = Tensor::from_floats(DType::F32, {1, 2, 1}, std::vector<float>{10, 20});
+  const Tensor k = Tensor::from_floats(DType::F32, {2, 1, 1}, std::vector<float>{1, 1});
+  const Tensor v = Tensor::from_floats(DType::F32, {2, 1, 1}, std::vector<float>{10, 20});
   Tensor out = Tensor::zeros(DType::F32, {4, 1});
   run(Op::ATTENTION_TILE, attn(a, 0, 1, 1.0), {&q, &k, &v}, {&out});
   EXPECT_EQ(out.to_floats(), (std::vector<float>{10, 10, 20, 20}));  // not 10, 20, 10, 20
@@ -655,8 +656,8 @@ TEST(OpAttention, MatchesSoftmaxThenWeightedSumForGqaAndMqa) {
     for (DType dt : kFloatTypes) {
       SCOPED_TRACE("H " + std::to_string(a.H) + " Hkv " + std::to_string(a.Hkv) + " " + std::string(name_of(dt)));
       const Tensor q = rnd(dt, {a.H, a.D}, rng);
-      const Tensor k = rnd(dt, {a.S, a.Hkv, a.D}, rng);
-      const Tensor v = rnd(dt, {a.S, a.Hkv, a.D}, rng);
+      const Tensor k = rnd(dt, {a.Hkv, a.S, a.D}, rng);
+      const Tensor v = rnd(dt, {a.Hkv, a.S, a.D}, rng);
       const double scale = 1.0 / std::sqrt(double(a.D));
       Tensor out = filled(dt, {1, a.H * a.D}, kNaN);  // flat, as the lowerer declares it
       run(Op::ATTENTION_TILE, attn(a, 2, 7, scale), {&q, &k, &v}, {&out});
@@ -669,8 +670,8 @@ TEST(OpAttention, EmptyWindowAndIgnoredFourthInput) {
   std::mt19937 rng(42);
   const AttnCase a{2, 1, 4, 4};
   const Tensor q = rnd(DType::F32, {2, 4}, rng);
-  const Tensor k = rnd(DType::F32, {4, 1, 4}, rng);
-  const Tensor v = rnd(DType::F32, {4, 1, 4}, rng);
+  const Tensor k = rnd(DType::F32, {1, 4, 4}, rng);
+  const Tensor v = rnd(DType::F32, {1, 4, 4}, rng);
   Tensor out = filled(DType::F32, {2, 4}, kNaN);
   run(Op::ATTENTION_TILE, attn(a, 4, 0, 0.5), {&q, &k, &v}, {&out});
   EXPECT_EQ(out.to_floats(), std::vector<float>(8, 0.0f));
@@ -705,8 +706,8 @@ TEST(OpAttention, SplitKvPartialsCombineToWholeWindow) {
       {11}, {5, 6}, {3, 3, 5}, {4, 0, 7}, {1, 1, 1, 1, 1, 1, 1, 4}};
   for (DType dt : kFloatTypes) {
     const Tensor q = rnd(dt, {a.H, a.D}, rng);
-    const Tensor k = rnd(dt, {a.S, a.Hkv, a.D}, rng);
-    const Tensor v = rnd(dt, {a.S, a.Hkv, a.D}, rng);
+    const Tensor k = rnd(dt, {a.Hkv, a.S, a.D}, rng);
+    const Tensor v = rnd(dt, {a.Hkv, a.S, a.D}, rng);
     const double scale = 1.0 / std::sqrt(double(a.D));
     const int64_t start = 3, len = 11;
     const auto want = naive_attention(vals(q), vals(k), vals(v), a, start, len, double(float(scale)));
@@ -738,8 +739,8 @@ TEST(OpAttention, HeadRangesAssembleEveryHead) {
   std::mt19937 rng(44);
   const AttnCase a{8, 4, 8, 16};  // rep 2: groups of whole KV heads
   const Tensor q = rnd(DType::F32, {a.H, a.D}, rng);
-  const Tensor k = rnd(DType::F32, {a.S, a.Hkv, a.D}, rng);
-  const Tensor v = rnd(DType::F32, {a.S, a.Hkv, a.D}, rng);
+  const Tensor k = rnd(DType::F32, {a.Hkv, a.S, a.D}, rng);
+  const Tensor v = rnd(DType::F32, {a.Hkv, a.S, a.D}, rng);
   const double scale = 1.0 / std::sqrt(double(a.D));
   const auto want = naive_attention(vals(q), vals(k), vals(v), a, 0, 13, double(float(scale)));
   for (int64_t kv_heads : {1, 2, 4}) {
@@ -776,8 +777,8 @@ TEST(OpAttention, RejectsBadHeadRanges) {
   std::mt19937 rng(45);
   const AttnCase a{4, 2, 4, 8};
   const Tensor q = rnd(DType::F32, {a.H, a.D}, rng);
-  const Tensor k = rnd(DType::F32, {a.S, a.Hkv, a.D}, rng);
-  const Tensor v = rnd(DType::F32, {a.S, a.Hkv, a.D}, rng);
+  const Tensor k = rnd(DType::F32, {a.Hkv, a.S, a.D}, rng);
+  const Tensor v = rnd(DType::F32, {a.Hkv, a.S, a.D}, rng);
   Tensor out = filled(DType::F32, {2, a.D}, kNaN);
   Params split_group = attn(a, 0, 8, 0.5);
   split_group.set_int("n_off", 1);  // half of a GQA group
@@ -885,18 +886,18 @@ TEST(OpAttentionCombine, RejectsInconsistentSizes) {
 TEST(OpAttention, RejectsBadWindowsAndShapes) {
   const AttnCase a{4, 2, 8, 6};
   const Tensor q = Tensor::zeros(DType::F32, {4, 8});
-  const Tensor k = Tensor::zeros(DType::F32, {6, 2, 8});
+  const Tensor k = Tensor::zeros(DType::F32, {2, 6, 8});
   Tensor out = Tensor::zeros(DType::F32, {4, 8});
   expect_op_error([&] { run(Op::ATTENTION_TILE, attn(a, 4, 3, 0.3), {&q, &k, &k}, {&out}); },
                   "ATTENTION_TILE: kv_start 4 + kv_len 3 exceeds the cache's 6 rows");
   expect_op_error([&] { run(Op::ATTENTION_TILE, attn({4, 3, 8, 6}, 0, 3, 0.3), {&q, &k, &k}, {&out}); },
                   "param n_heads 4 must be a positive multiple of n_kv_heads 3");
-  const Tensor k_bad = Tensor::zeros(DType::F32, {6, 1, 8});
+  const Tensor k_bad = Tensor::zeros(DType::F32, {1, 6, 8});
   expect_op_error([&] { run(Op::ATTENTION_TILE, attn(a, 0, 3, 0.3), {&q, &k_bad, &k_bad}, {&out}); },
-                  "input 1 (k cache) has shape [6,1,8], expected [max_seq, 2, 8]");
-  const Tensor v_bad = Tensor::zeros(DType::F32, {5, 2, 8});
+                  "input 1 (k cache) has shape [1,6,8], expected [2, max_seq, 8]");
+  const Tensor v_bad = Tensor::zeros(DType::F32, {2, 5, 8});
   expect_op_error([&] { run(Op::ATTENTION_TILE, attn(a, 0, 3, 0.3), {&q, &k, &v_bad}, {&out}); },
-                  "input 2 (v cache) has shape [5,2,8], expected [6,2,8]");
+                  "input 2 (v cache) has shape [2,5,8], expected [2,6,8]");
   const Tensor q_bad = Tensor::zeros(DType::F32, {2, 8});
   expect_op_error([&] { run(Op::ATTENTION_TILE, attn(a, 0, 3, 0.3), {&q_bad, &k, &k}, {&out}); },
                   "input 0 (q) has 16 elements");
@@ -923,23 +924,26 @@ TEST(OpKvAppend, ThenAttentionSeesTheNewRow) {
   for (DType dt : kFloatTypes) {
     SCOPED_TRACE(std::string(name_of(dt)));
     const int64_t pos = 3;
-    Tensor kc = Tensor::zeros(dt, {a.S, a.Hkv, a.D}), vc = Tensor::zeros(dt, {a.S, a.Hkv, a.D});
+    Tensor kc = Tensor::zeros(dt, {a.Hkv, a.S, a.D}), vc = Tensor::zeros(dt, {a.Hkv, a.S, a.D});
+    // Logical rows [t][g][d]; cache element (g, t, d) at (g * S + t) * D + d.
     const Tensor old_k = rnd(dt, {pos, a.Hkv, a.D}, rng), old_v = rnd(dt, {pos, a.Hkv, a.D}, rng);
+    const auto at = [&](int64_t t, int64_t g, int64_t d) { return (g * a.S + t) * a.D + d; };
     for (int64_t i = 0; i < old_k.numel(); ++i) {
-      kc.set(i, old_k.get(i));
-      vc.set(i, old_v.get(i));
+      const int64_t t = i / (a.Hkv * a.D), g = i / a.D % a.Hkv, d = i % a.D;
+      kc.set(at(t, g, d), old_k.get(i));
+      vc.set(at(t, g, d), old_v.get(i));
     }
     const Tensor new_k = rnd(dt, {1, a.Hkv, a.D}, rng);  // roped k: head-shaped
     const Tensor new_v = rnd(dt, {1, a.Hkv * a.D}, rng);  // v: the flat projection
     run(Op::KV_APPEND, Prm().i("pos", pos), {&new_k, &kc}, {&kc});  // output aliases the cache
     run(Op::KV_APPEND, Prm().i("pos", pos), {&new_v, &vc}, {&vc});
     const int64_t row = a.Hkv * a.D;
-    for (int64_t i = 0; i < a.S * row; ++i) {
-      const int64_t r = i / row;
+    for (int64_t i = 0; i < a.S * row; ++i) {  // logical element i = (r, g, d)
+      const int64_t r = i / row, g = i / a.D % a.Hkv, d = i % a.D;
       const float want_k = r < pos ? old_k.get(i) : r == pos ? new_k.get(i - pos * row) : 0.0f;
       const float want_v = r < pos ? old_v.get(i) : r == pos ? new_v.get(i - pos * row) : 0.0f;
-      ASSERT_EQ(kc.get(i), want_k) << i;
-      ASSERT_EQ(vc.get(i), want_v) << i;
+      ASSERT_EQ(kc.get(at(r, g, d)), want_k) << i;
+      ASSERT_EQ(vc.get(at(r, g, d)), want_v) << i;
     }
     const Tensor q = rnd(dt, {a.H, a.D}, rng);
     const double scale = double(float(0.5));
@@ -958,15 +962,19 @@ TEST(OpKvAppend, ThenAttentionSeesTheNewRow) {
 TEST(OpKvAppend, ConvertsRowsAndRejectsOverflow) {
   // Two F32 rows into a BF16 cache at 5..6; a distinct output receives the whole updated cache.
   std::mt19937 rng(52);
-  const Tensor cache = rnd(DType::BF16, {8, 2, 2}, rng);
+  // The cache is [2 KV heads, 8 positions, 2 dims]; fresh is [2 rows, 2 KV heads, 2 dims].
+  const Tensor cache = rnd(DType::BF16, {2, 8, 2}, rng);
   const Tensor fresh = rnd(DType::F32, {2, 2, 2}, rng);
-  Tensor out = filled(DType::BF16, {8, 2, 2}, kNaN);
+  Tensor out = filled(DType::BF16, {2, 8, 2}, kNaN);
   run(Op::KV_APPEND, Prm().i("pos", 5), {&fresh, &cache}, {&out});
   for (int64_t i = 0; i < 32; ++i) {
-    const float want = (i >= 20 && i < 28) ? amk::round_to_dtype(DType::BF16, fresh.get(i - 20)) : cache.get(i);
+    const int64_t g = i / 16, t = i / 2 % 8, d = i % 2;
+    const float want = (t == 5 || t == 6)
+                           ? amk::round_to_dtype(DType::BF16, fresh.get(((t - 5) * 2 + g) * 2 + d))
+                           : cache.get(i);
     ASSERT_EQ(out.get(i), want) << i;
   }
-  Tensor kc = Tensor::zeros(DType::F32, {8, 2, 2});
+  Tensor kc = Tensor::zeros(DType::F32, {2, 8, 2});
   expect_op_error([&] { run(Op::KV_APPEND, Prm().i("pos", 7), {&fresh, &kc}, {&kc}); },
                   "KV_APPEND: pos 7 + 2 new rows exceeds the cache's max_seq 8");
   expect_op_error([&] { run(Op::KV_APPEND, Prm().i("pos", -1), {&fresh, &kc}, {&kc}); },
@@ -976,7 +984,7 @@ TEST(OpKvAppend, ConvertsRowsAndRejectsOverflow) {
                   "input 0 (new) has 6 elements (shape [6]), expected a positive multiple of n_kv_heads * head_dim = 4");
   Tensor other = Tensor::zeros(DType::F32, {8, 4});
   expect_op_error([&] { run(Op::KV_APPEND, Prm().i("pos", 0), {&fresh, &kc}, {&other}); },
-                  "output 0 (F32 [8,4]) must be the cache, input 1 (F32 [8,2,2])");
+                  "output 0 (F32 [8,4]) must be the cache, input 1 (F32 [2,8,2])");
   const Tensor flat_cache = Tensor::zeros(DType::F32, {8, 4});
   expect_op_error([&] { run(Op::KV_APPEND, Prm().i("pos", 0), {&fresh, &flat_cache}, {&other}); },
                   "input 1 (cache) must have rank 3");

@@ -138,7 +138,7 @@ TEST(SimulateAdversarial, KvCacheRules) {
   auto program = [](bool append, bool ordered) {
     Program p;
     const int64_t k_new = p.new_buffer("k_new", BufferKind::IO_INPUT, DType::F16, {1, 1, 4});
-    const int64_t cache = p.new_buffer("kv", BufferKind::KV_CACHE, DType::F16, {8, 1, 4});
+    const int64_t cache = p.new_buffer("kv", BufferKind::KV_CACHE, DType::F16, {1, 8, 4});
     const int64_t out = p.new_buffer("out", BufferKind::IO_OUTPUT, DType::F16, {1, 4});
     const int64_t ca = p.new_counter();
     std::vector<Wait> waits;

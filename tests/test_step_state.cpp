@@ -41,7 +41,7 @@ std::vector<float> run_attention(const Params& p, const Tensor& q, const Tensor&
 }
 
 TEST(OpStepState, KvAppendWritesAtTheStepPositionPlusTheOffset) {
-  Tensor cache = Tensor::zeros(DType::F32, {6, 1, 2});
+  Tensor cache = Tensor::zeros(DType::F32, {1, 6, 2});
   const Tensor fresh = Tensor::from_floats(DType::F32, {1, 2}, std::vector<float>{7, 8});
   Params p;
   p.set_int("pos", 1);
@@ -58,7 +58,7 @@ TEST(OpStepState, KvAppendWritesAtTheStepPositionPlusTheOffset) {
 }
 
 TEST(OpStepState, RuntimeWindowIsTheStaticWindowClippedToThePosition) {
-  const Tensor q = ramp({2, 4}, 0.7f), k = ramp({8, 1, 4}, 0.3f), v = ramp({8, 1, 4}, 0.45f);
+  const Tensor q = ramp({2, 4}, 0.7f), k = ramp({1, 8, 4}, 0.3f), v = ramp({1, 8, 4}, 0.45f);
   for (int64_t pos = 0; pos < 8; ++pos) {
     // The whole cache clipped to [0, pos] is the static window of pos + 1 keys.
     EXPECT_EQ(run_attention(attention(0, 8, attention_flags::kRuntimeWindow), q, k, v, {2, 4}, pos),

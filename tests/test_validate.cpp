@@ -739,7 +739,7 @@ TEST(ValidateOrdering, KvReadBeforeTheAppendIsValidUnorderedIsNot) {
   Program p;
   const int64_t q = p.new_buffer("q", BufferKind::IO_INPUT, DType::F16, {1, 4});
   const int64_t k_new = p.new_buffer("k_new", BufferKind::IO_INPUT, DType::F16, {1, 1, 4});
-  const int64_t cache = p.new_buffer("kv", BufferKind::KV_CACHE, DType::F16, {8, 1, 4});
+  const int64_t cache = p.new_buffer("kv", BufferKind::KV_CACHE, DType::F16, {1, 8, 4});
   const int64_t out = p.new_buffer("out", BufferKind::IO_OUTPUT, DType::F16, {1, 4});
   const int64_t c_attn = p.new_counter(), c_app = p.new_counter();
   Params at;
@@ -943,7 +943,7 @@ KvProgram kv_program(bool append) {
   Program& p = k.p;
   const int64_t q = p.new_buffer("q", BufferKind::IO_INPUT, DType::F16, {1, 1, 4});
   const int64_t k_new = p.new_buffer("k_new", BufferKind::IO_INPUT, DType::F16, {1, 1, 4});
-  const int64_t cache = p.new_buffer("kv", BufferKind::KV_CACHE, DType::F16, {8, 1, 4});
+  const int64_t cache = p.new_buffer("kv", BufferKind::KV_CACHE, DType::F16, {1, 8, 4});
   const int64_t out = p.new_buffer("out", BufferKind::IO_OUTPUT, DType::F16, {1, 4});
   k.c_append = p.new_counter("append");
   const int64_t c_attn = p.new_counter("attn");
@@ -985,7 +985,7 @@ Program two_appends(int64_t pos0, int64_t pos1, int64_t flags = 0, int64_t rows 
   const int64_t q = p.new_buffer("q", BufferKind::IO_INPUT, DType::F16, {1, 4});
   const int64_t k0 = p.new_buffer("k0", BufferKind::IO_INPUT, DType::F16, {rows, 1, 4});
   const int64_t k1 = p.new_buffer("k1", BufferKind::IO_INPUT, DType::F16, {1, 4});
-  const int64_t cache = p.new_buffer("kv", BufferKind::KV_CACHE, DType::F16, {8, 1, 4});
+  const int64_t cache = p.new_buffer("kv", BufferKind::KV_CACHE, DType::F16, {1, 8, 4});
   const int64_t out = p.new_buffer("out", BufferKind::IO_OUTPUT, DType::F16, {1, 4});
   const int64_t c_app = p.new_counter(), c_attn = p.new_counter();
   for (auto [k, pos] : {std::pair{k0, pos0}, std::pair{k1, pos1}}) {
@@ -1049,7 +1049,7 @@ TEST(ValidateParamShapes, KvAppendMustStayInsideTheCache) {
   EXPECT_TRUE(Clean(validate(two_appends(7, 6))));  // the cache has 8 rows
   EXPECT_TRUE(Rejected(validate(two_appends(8, 6)),
                        "task 0 (append8) KV_APPEND: param pos 8 + 1 new row(s) exceeds the rows of "
-                       "input 1 (cache) buffer #3 ('kv') shape [8,1,4]"));
+                       "input 1 (cache) buffer #3 ('kv') shape [1,8,4]"));
   EXPECT_TRUE(Rejected(validate(two_appends(7, 5, 0, 2)), "param pos 7 + 2 new row(s) exceeds"));
   EXPECT_TRUE(Rejected(validate(two_appends(8, 6, 1)), "param pos 8 + 1 new row(s) exceeds"));
 }

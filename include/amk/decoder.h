@@ -37,10 +37,11 @@ Tensor computed_const_value(const Buffer& buffer, const ModelConfig& config);
 std::vector<std::pair<int64_t, Tensor>> seeded_kv_state(const Program& program, int64_t position,
                                                         uint64_t seed);
 
-// The values seeded_kv_state gives one KV cache: element i (row-major over the lowered layout
-// [max_context, n_kv_heads, head_dim]) of the cache named `cache_name` (kv_cache_name() in
-// amk/lowering.h). A decoder that stores its cache in another layout (FastCpuDecoder) reads its
-// seeded state from here, so every backend seeks to the same values.
+// The values seeded_kv_state gives one KV cache: logical element i = (t * n_kv_heads + g) *
+// head_dim + d (position t, KV head g, dim d; row-major over [max_context, n_kv_heads,
+// head_dim], whatever the storage order: the lowered cache is [n_kv_heads, max_context,
+// head_dim]) of the cache named `cache_name` (kv_cache_name() in amk/lowering.h). Every decoder
+// reads its seeded state from here, so every backend seeks to the same values.
 class SeededKvValues {
  public:
   SeededKvValues(std::string_view cache_name, uint64_t seed);

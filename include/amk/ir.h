@@ -18,7 +18,7 @@
 
 namespace amk {
 
-inline constexpr std::string_view kIrVersion = "0.7.0";
+inline constexpr std::string_view kIrVersion = "0.8.0";
 inline constexpr std::string_view kAbiVersion = "0.8";
 
 inline constexpr int kMaxInputs = 8;
@@ -160,6 +160,19 @@ struct Buffer {
   std::vector<int64_t> contiguous_strides() const;
   bool operator==(const Buffer&) const = default;
 };
+
+// KV caches (read by ATTENTION_TILE, written by KV_APPEND and ROPE_KV_ATTENTION_TILE;
+// docs/OPCODES.md) are [n_kv_heads, max_seq, head_dim]: each KV head's history is contiguous,
+// so a block of one head's keys is one run of memory (one bulk copy). Element (KV head g,
+// position t, dim d) of a cache of `max_seq` positions:
+inline int64_t kv_cache_offset(int64_t max_seq, int64_t head_dim, int64_t g, int64_t t,
+                               int64_t d) {
+  return (g * max_seq + t) * head_dim + d;
+}
+// The positions a cache holds (dimension 1), or -1 when `b` is not rank 3.
+inline int64_t kv_cache_positions(const Buffer& b) {
+  return b.shape.size() == 3 ? b.shape[1] : -1;
+}
 
 struct Wait {
   int64_t counter = 0;

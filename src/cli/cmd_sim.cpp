@@ -156,7 +156,7 @@ int run_sim(const SimCommandOptions& opt) {
   const double ceiling = constants->ceiling_gbs;
   int64_t context = 0;
   for (const Buffer& b : program->buffers)
-    if (b.kind == BufferKind::KV_CACHE && !b.shape.empty()) context = std::max(context, b.shape[0]);
+    if (b.kind == BufferKind::KV_CACHE) context = std::max(context, kv_cache_positions(b));
   const int64_t position = opt.position >= 0 ? opt.position : std::min<int64_t>(192, std::max<int64_t>(context - 1, 0));
   const eval::TrafficEstimate traffic = eval::estimate_traffic(*program, position);
   const double floor_us = double(traffic.weight_bytes) / (ceiling * 1e3);

@@ -18,9 +18,9 @@ TrafficEstimate estimate_traffic(const Program& p, int64_t mean_position) {
       const bool embed_only = read_by_embed[size_t(b.id)] && !read_by_other[size_t(b.id)];
       e.weight_bytes += embed_only && b.shape.size() == 2 ? dtype_nbytes(b.dtype, b.shape[1])
                                                            : b.nbytes();
-    } else if (b.kind == BufferKind::KV_CACHE && !b.shape.empty() && b.shape[0] > 0) {
-      const int64_t row = b.numel() / b.shape[0];
-      const int64_t rows = std::min(mean_position + 1, b.shape[0]);
+    } else if (b.kind == BufferKind::KV_CACHE && kv_cache_positions(b) > 0) {
+      const int64_t row = b.numel() / kv_cache_positions(b);
+      const int64_t rows = std::min(mean_position + 1, kv_cache_positions(b));
       e.kv_bytes += dtype_nbytes(b.dtype, row * rows);
     }
   }

@@ -840,6 +840,30 @@ class RecordDecoder : public RecordSink {
   std::optional<std::string> error_;
 };
 
+// Before IR 0.8.0 a KV cache was [max_seq, n_kv_heads, head_dim]; since, each KV head's history
+// is contiguous, [n_kv_heads, max_seq, head_dim] (amk/ir.h kv_cache_offset). A cache holds
+// state, never file data, so an older file's caches are read in the new layout by swapping
+// their first two dimensions: the program computes what it computed before.
+void upgrade_kv_cache_layout(Program& prog, const Path& root, Warnings& warnings) {
+  const std::string_view v = prog.ir_version;
+  if (v.substr(0, v.find('.')) != "0") return;  // another major version was refused already
+  const size_t dot = v.find('.');
+  const std::optional<long> minor =
+      dot == std::string_view::npos ? std::nullopt
+                                    : parse_component(v.substr(dot + 1, v.find('.', dot + 1) - dot - 1));
+  if (!minor || *minor >= 8) return;
+  const Path buffers = root.child("buffers");
+  for (size_t i = 0; i < prog.buffers.size(); ++i) {
+    Buffer& b = prog.buffers[i];
+    if (b.kind != BufferKind::KV_CACHE || b.shape.size() != 3) continue;
+    std::swap(b.shape[0], b.shape[1]);
+    warnings.add(buffers.child(i).child("shape"),
+                 "IR " + printable(prog.ir_version.substr(0, kShortText)) +
+                     " KV caches are [max_seq, n_kv_heads, head_dim]; read as [n_kv_heads, "
+                     "max_seq, head_dim] (IR 0.8.0)");
+  }
+}
+
 void decode_program(const Value& root_value, Program& prog, const RecordDecoder& records,
                     Warnings& warnings) {
   const Path root;
@@ -849,6 +873,7 @@ void decode_program(const Value& root_value, Program& prog, const RecordDecoder&
   prog.abi_version = decode_version(top.opt("abi_version"), root.child("abi_version"), kAbiVersion,
                                     "ABI", warnings);
   if (records.error()) throw DecodeError{*records.error()};
+  upgrade_kv_cache_layout(prog, root, warnings);
   if (const Value* m = top.opt("meta")) {
     const Path mp = root.child("meta");
     const Members& o = get_object(*m, mp);

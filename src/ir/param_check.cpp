@@ -157,14 +157,14 @@ void check_kv_append(const TaskParams& c) {
   if (!at_least(c, "pos", pos, 0) || !fresh || !cache || cache->shape.size() != 3) return;
   int64_t row = 0;
   const int64_t numel = fresh->numel();
-  if (__builtin_mul_overflow(cache->shape[1], cache->shape[2], &row) || row < 1 || numel < 1 || numel % row != 0) {
+  if (__builtin_mul_overflow(cache->shape[0], cache->shape[2], &row) || row < 1 || numel < 1 || numel % row != 0) {
     c.error("input 0 (new) " + c.ref(*fresh) +
             " is not a positive multiple of the cache row of input 1 (cache) " + c.ref(*cache));
     return;
   }
   // With flags bit 0 pos is an offset from the step's position (>= 0): still a lower bound.
   const int64_t n = numel / row;
-  if (*pos > cache->shape[0] - n)
+  if (*pos > cache->shape[1] - n)  // [n_kv_heads, max_seq, head_dim]
     c.error("param pos " + std::to_string(*pos) + " + " + std::to_string(n) +
             " new row(s) exceeds the rows of input 1 (cache) " + c.ref(*cache));
 }
@@ -327,16 +327,16 @@ void check_attention(const TaskParams& c, size_t k_at) {
     const std::string which =
         "input " + std::to_string(i) + (i == k_at ? " (k cache) " : " (v cache) ") + c.ref(*cache);
     if (cache->shape.size() != 3) {
-      c.error(which + " is not [max_seq, n_kv_heads, head_dim]");
+      c.error(which + " is not [n_kv_heads, max_seq, head_dim]");
       continue;
     }
     if (kv_start && kv_len && *kv_start >= 0 && *kv_len >= 0 &&
-        *kv_start + *kv_len > cache->shape[0])
+        *kv_start + *kv_len > cache->shape[1])
       c.error("params kv_start " + std::to_string(*kv_start) + " + kv_len " +
               std::to_string(*kv_len) + " exceed the rows of " + which);
     if (head_dim && *head_dim != cache->shape[2])
       c.error("param head_dim " + std::to_string(*head_dim) + " disagrees with " + which);
-    if (n_kv && *n_kv != cache->shape[1])
+    if (n_kv && *n_kv != cache->shape[0])
       c.error("param n_kv_heads " + std::to_string(*n_kv) + " disagrees with " + which);
   }
 }

@@ -39,7 +39,8 @@ WriteRegion write_region(const Program& program, const Task& task, int64_t buffe
   WriteRegion r;
   if (task.op == Op::KV_APPEND) {
     // A static append writes the cache rows [pos, pos + n), n = numel(new) / the cache's row
-    // (shape[1:]); a runtime position (flags bit 0) is unknown here: the whole cache.
+    // (n_kv_heads x head_dim); a runtime position (flags bit 0) is unknown here: the whole
+    // cache.
     const auto pos = offset_param(task.params, "pos");
     const ParamValue* flags = task.params.find("flags");
     if (!pos || (flags && (flags->kind != ParamValue::Kind::Int || (flags->i & 1) != 0))) return r;
@@ -49,8 +50,9 @@ WriteRegion write_region(const Program& program, const Task& task, int64_t buffe
     if (in0 < 0 || in0 >= nb || in1 < 0 || in1 >= nb) return r;
     const Buffer& cache = program.buffers[static_cast<size_t>(in1)];
     if (cache.shape.empty()) return r;
+    if (cache.shape.size() != 3) return r;
     int64_t row = 1;
-    for (size_t i = 1; i < cache.shape.size(); ++i)
+    for (const size_t i : {size_t(0), size_t(2)})
       if (cache.shape[i] <= 0 || __builtin_mul_overflow(row, cache.shape[i], &row)) return r;
     const int64_t numel = program.buffers[static_cast<size_t>(in0)].numel();
     if (numel <= 0 || numel == kMax || numel % row != 0) return r;

@@ -11,6 +11,8 @@
 // bit 0 clear) the cache rows [pos, pos + n), n the rows of its input (numel / the cache's row
 // size; with bit 0 the row is the step's, unknown here, so the whole cache). Any other op, or a
 // tile whose params are absent or malformed, writes the whole buffer and overlaps everything.
+// A KV cache's regions are in its logical [position][KV head x head_dim] view, whatever its
+// storage order ([n_kv_heads, max_seq, head_dim]): disjointness is the same in either.
 #pragma once
 
 #include <cstdint>

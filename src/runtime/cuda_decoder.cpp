@@ -58,7 +58,7 @@ CudaDecoder::CudaDecoder(const Checkpoint& checkpoint, Program program,
   vocab_ = p.buffers[size_t(logits_id_)].shape.back();
   const Buffer* k0 = vm_->find_buffer(kv_cache_name(0, 'k'));
   if (k0 == nullptr) throw DecodeError("the program has no KV cache");
-  max_context_ = k0->shape[0];
+  max_context_ = kv_cache_positions(*k0);
 
   for (const Buffer& b : p.buffers) {
     if (b.kind == BufferKind::CONST) {

@@ -327,8 +327,7 @@ void FastCpuDecoder::seek(int64_t position, uint64_t seed) {
   const int64_t HD = c.head_dim, NKV = c.num_key_value_heads;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l)
     for (const char which : {'k', 'v'}) {
-      // The lowered cache is [position][kv_head][head_dim]; ours keeps each head's positions
-      // together, so element (t, g, d) moves from (t * NKV + g) * HD + d.
+      // seeded_kv_state's values: keyed by the logical element (t, g, d), (t * NKV + g) * HD + d.
       const SeededKvValues seeded(kv_cache_name(l, which), seed);
       std::vector<float>& cache = which == 'k' ? m.k_cache : m.v_cache;
       for (int64_t g = 0; g < NKV; ++g) {

@@ -49,7 +49,7 @@ ReferenceDecoder::ReferenceDecoder(const Checkpoint& checkpoint, Program program
   vocab_ = vm_.program().buffers[size_t(logits_id_)].shape.back();
   const Buffer* k0 = vm_.find_buffer(kv_cache_name(0, 'k'));
   if (k0 == nullptr) throw DecodeError("the program has no KV cache");
-  max_context_ = k0->shape[0];
+  max_context_ = kv_cache_positions(*k0);
 
   for (const Buffer& b : vm_.program().buffers) {
     if (b.kind == BufferKind::CONST) {
@@ -80,14 +80,21 @@ std::vector<std::pair<int64_t, Tensor>> seeded_kv_state(const Program& program, 
                                                         uint64_t seed) {
   std::vector<std::pair<int64_t, Tensor>> state;
   for (const Buffer& b : program.buffers) {
-    if (b.kind != BufferKind::KV_CACHE || b.shape.empty() || b.shape[0] < 1) continue;
-    if (position < 0 || position > b.shape[0])
+    const int64_t max_seq = kv_cache_positions(b);
+    if (b.kind != BufferKind::KV_CACHE || max_seq < 1) continue;
+    if (position < 0 || position > max_seq)
       throw DecodeError(fmt::format("seek to position {}: KV cache '{}' has {} rows", position,
-                                    b.name, b.shape[0]));
-    const int64_t row = b.numel() / b.shape[0];
+                                    b.name, max_seq));
+    // Keyed by the logical element (t, g, d) of the [position][KV head][dim] view, so the state
+    // does not depend on the storage order (the fast CPU decoder seeds the same values).
+    const int64_t n_kv = b.shape[0], head_dim = b.shape[2];
     std::vector<float> values(size_t(b.numel()), 0.0f);
     const SeededKvValues seeded(b.name, seed);
-    for (int64_t i = 0; i < position * row; ++i) values[size_t(i)] = seeded(i);
+    for (int64_t t = 0; t < position; ++t)
+      for (int64_t g = 0; g < n_kv; ++g)
+        for (int64_t d = 0; d < head_dim; ++d)
+          values[size_t(kv_cache_offset(max_seq, head_dim, g, t, d))] =
+              seeded((t * n_kv + g) * head_dim + d);
     state.emplace_back(b.id, Tensor::from_floats(b.dtype, b.shape, values));
   }
   return state;

@@ -331,9 +331,9 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
     const auto b_up = bias(m.mlp_bias, "mlp.up_proj.bias", F);
     const auto b_down = bias(m.mlp_bias, "mlp.down_proj.bias", H);
     const int64_t k_cache =
-        p.new_buffer(kv_cache_name(l, 'k'), BufferKind::KV_CACHE, A, {C, NKV, HD});
+        p.new_buffer(kv_cache_name(l, 'k'), BufferKind::KV_CACHE, A, {NKV, C, HD});
     const int64_t v_cache =
-        p.new_buffer(kv_cache_name(l, 'v'), BufferKind::KV_CACHE, A, {C, NKV, HD});
+        p.new_buffer(kv_cache_name(l, 'v'), BufferKind::KV_CACHE, A, {NKV, C, HD});
 
     // ---- attention ----
     const Normed xn = normed(h, w_anorm, ap + "attn_norm", ap + "input_layernorm");

@@ -73,7 +73,7 @@ Prepared prepare(const Program& program, const GpuTarget& target, const SimOptio
   int64_t context = 0;
   for (const Buffer& b : program.buffers) {
     buffers[b.id] = &b;
-    if (b.kind == BufferKind::KV_CACHE && !b.shape.empty()) context = std::max(context, b.shape[0]);
+    if (b.kind == BufferKind::KV_CACHE) context = std::max(context, kv_cache_positions(b));
   }
   p.position = options.position >= 0 ? options.position
                                       : std::max<int64_t>(0, std::min(kDefaultPosition, context - 1));

@@ -230,6 +230,7 @@ prog rms.json "$X,$(B 1 w WEIGHT F32 '[8]'),$OUT" "$(C 0)" "$(T 0 RMSNORM '[0,1]
 validate prog_rmsnorm_hidden_mismatch_rejected 1 'hidden' rms.json
 
 # KV_APPEND: rows 0 and 1 of one cache under one counter are disjoint; the same row twice races;
+# (an IR 0.4.0 file: its [max_seq, n_kv_heads, head_dim] cache is read as [2, 4, 4])
 # a row past the cache is out of bounds.
 NEW=$(B 0 new IO_INPUT F32 '[1,2,4]')
 CACHE=$(B 1 cache KV_CACHE F32 '[4,2,4]')

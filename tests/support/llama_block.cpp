@@ -101,9 +101,9 @@ Program build_llama_block(const LlamaBlockShape& s, int64_t pos) {
   const int64_t w_fnorm = b.weight(n::kFinalNorm, {H});
   const int64_t w_lm = b.weight(n::kLmHead, {V, H});
   const int64_t k_cache =
-      p.new_buffer(std::string(n::kKCache), BufferKind::KV_CACHE, s.dtype, {s.max_seq, NKV, HD});
+      p.new_buffer(std::string(n::kKCache), BufferKind::KV_CACHE, s.dtype, {NKV, s.max_seq, HD});
   const int64_t v_cache =
-      p.new_buffer(std::string(n::kVCache), BufferKind::KV_CACHE, s.dtype, {s.max_seq, NKV, HD});
+      p.new_buffer(std::string(n::kVCache), BufferKind::KV_CACHE, s.dtype, {NKV, s.max_seq, HD});
 
   // ---- activations (SSA) and outputs ----
   const int64_t x = b.act("x", {1, H});

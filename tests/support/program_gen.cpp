@@ -211,9 +211,9 @@ Program make_decoder(const DecoderGenOptions& o) {
     const int64_t wu = b.weight(W + "mlp.up_proj", {o.ffn, H});
     const int64_t wd = b.weight(W + "mlp.down_proj", {H, o.ffn});
     const int64_t kcache =
-        b.buffer(L + "k_cache", BufferKind::KV_CACHE, {o.max_seq, o.n_kv_heads, o.head_dim});
+        b.buffer(L + "k_cache", BufferKind::KV_CACHE, {o.n_kv_heads, o.max_seq, o.head_dim});
     const int64_t vcache =
-        b.buffer(L + "v_cache", BufferKind::KV_CACHE, {o.max_seq, o.n_kv_heads, o.head_dim});
+        b.buffer(L + "v_cache", BufferKind::KV_CACHE, {o.n_kv_heads, o.max_seq, o.head_dim});
 
     const int64_t h1 = b.act(L + "h_attn_norm", H);
     const int64_t q = b.act(L + "q", q_dim), k = b.act(L + "k", kv_dim), v = b.act(L + "v", kv_dim);

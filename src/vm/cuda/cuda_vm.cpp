@@ -393,7 +393,7 @@ void CudaVM::Impl::load() {
   own.assign(n, nullptr);
   for (size_t i = 0; i < n; ++i) {
     const Buffer& b = record(mp.buffer_ids[i]);
-    if (b.kind == BufferKind::KV_CACHE && max_seq < 0 && !b.shape.empty()) max_seq = b.shape[0];
+    if (b.kind == BufferKind::KV_CACHE && max_seq < 0) max_seq = kv_cache_positions(b);
     if (mp.placement[i].where != cuda::BufferPlacement::Where::Own) continue;
     if (alias_token && int32_t(i) == mp.token_buffer) continue;
     own[i] = alloc<void>(mp.placement[i].nbytes, fmt::format("buffer '{}'", b.name));

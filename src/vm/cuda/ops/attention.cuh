@@ -25,7 +25,8 @@
 // would be the next step, and the lowering's kv_block split spreads long windows over SMs.
 //
 // Head ranges (params n_off, N_tile; docs/OPCODES.md): a tile runs only query heads [n_off,
-// n_off + N_tile) (whole GQA groups) and their KV heads, reading cache rows at the full stride,
+// n_off + N_tile) (whole GQA groups) and their KV heads' histories (caches [n_kv_heads,
+// max_seq, head_dim]: a head's keys are contiguous),
 // and its output holds just those heads; a combine merges N_tile-head partials into heads
 // [n_off, n_off + N_tile) of its one-row output. Absent (N_tile 0): every head.
 //
@@ -215,12 +216,13 @@ __device__ __forceinline__ float merge_partials(int n, int head_dim, int d, bool
 
 struct AttentionShape {
   int head_dim, n_heads, n_kv_heads;  // the task's heads (a head range's, when it has one)
-  int64_t kv_stride;                  // floats from one cache row (key) to the next
+  int64_t kv_stride;       // floats from one key of a KV head's history to the next (head_dim)
+  int64_t kv_head_stride;  // floats from one KV head's history to the next (max_seq * head_dim)
   int64_t kv_start, kv_len;  // kv_len after the runtime clip
   float scale;
   bool partial;
   const float* q;  // the task's first query head
-  const float* k;  // the task's first KV head in cache row 0 (K and V caches)
+  const float* k;  // the task's first KV head at position 0 (K and V caches)
   const float* v;
 };
 
@@ -268,8 +270,9 @@ __device__ void attention_tile_impl(const OpContext& c, const AttentionShape& a)
       qh[r].load(q + int64_t(h0 + r) * hd, lane, hd);
       st[r].acc.zero();
     }
-    attend_keys<VEC, NV, C>(st, qh, kc + int64_t(g) * hd, vc + int64_t(g) * hd, row_stride, j0,
-                            j1, a.scale, lane, hd);
+    attend_keys<VEC, NV, C>(st, qh, kc + int64_t(g) * a.kv_head_stride,
+                            vc + int64_t(g) * a.kv_head_stride, row_stride, j0, j1, a.scale, lane,
+                            hd);
 #pragma unroll
     for (int r = 0; r < C; ++r) {
       const int h = h0 + r;
@@ -342,7 +345,7 @@ __device__ __forceinline__ float4 load_f4_or_zero(const float* p, bool ok) {
 // Phase 1: scores of keys [j0, j0 + n) for every head into s.sc[j][h] (scaled).
 __device__ __forceinline__ void fast_attn_scores(const OpContext& c, const AttentionShape& a,
                                                  const float* q, const float* k0,
-                                                 int64_t row_stride, int n,
+                                                 int64_t row_stride, int64_t head_stride, int n,
                                                  const FastAttnScratch& s) {
   constexpr int F = 2;   // float4 per lane of a key row: head_dim <= 256 with <= 32 lanes a row
   constexpr int RB = 2;  // q heads in registers at once (RB * F float4)
@@ -367,7 +370,7 @@ __device__ __forceinline__ void fast_attn_scores(const OpContext& c, const Atten
     g0 = slot, g_step = n_slots, kphase = 0, kstride = 1;
   }
   for (int g = g0; g < G; g += g_step) {
-    const float* k_rows = k0 + int64_t(g) * D;
+    const float* k_rows = k0 + int64_t(g) * head_stride;
     for (int hb = 0; hb < R; hb += RB) {
       float4 qv[RB][F];
 #pragma unroll
@@ -458,13 +461,14 @@ __device__ __forceinline__ void fast_attn_softmax(const OpContext& c, int n_head
 }
 
 // Phase 3: acc[h] = acc[h] * corr[h] + sum_j p[h][j] v_j over keys [j0, j0 + n). A work item
-// is one dim of one KV head (V rows of the task's KV heads are contiguous) for the group's
-// heads. With `red` (room for splits x n_heads x head_dim floats), the chunk's keys are
+// is one dim of one KV head for the group's heads (consecutive threads take consecutive dims of
+// a key's row). With `red` (room for splits x n_heads x head_dim floats), the chunk's keys are
 // also split over `splits` items per column so that every thread works (a task of one KV head
 // has only head_dim columns): each leaves its partial sum in red, and one pass folds them in
 // split order (deterministic).
 __device__ __forceinline__ void fast_attn_values(const OpContext& c, const AttentionShape& a,
-                                                 const float* v0, int64_t row_stride, int n,
+                                                 const float* v0, int64_t row_stride,
+                                                 int64_t head_stride, int n,
                                                  const FastAttnScratch& s, float* red,
                                                  int64_t red_floats) {
   // Small unrolls on purpose: this loop's code is fetched again on every task (the weight stream
@@ -487,7 +491,7 @@ __device__ __forceinline__ void fast_attn_values(const OpContext& c, const Atten
     const int unit = item % units, split = item / units;
     const int e = unit, g = e / D, d = e - g * D;
     const int j_begin = split * per, j_end = j_begin + per < n ? j_begin + per : n;
-    const float* v_col = v0 + e;
+    const float* v_col = v0 + int64_t(g) * head_stride + d;
     for (int hb = 0; hb < R; hb += AB) {
       const int h0 = g * R + hb;
       float acc[AB];
@@ -531,16 +535,19 @@ __device__ __forceinline__ void fast_attn_values(const OpContext& c, const Atten
   }
 }
 
-// Starts copying keys [0, n) of rows `src` (row stride `stride` floats, row_floats of them
-// each: the task's KV heads) into dst [n][row_floats] with cp.async, every thread's copies in
-// flight at once (16 bytes each, L2 only: another SM appended this step's row).
+// Starts copying keys [0, n) of the task's KV heads' histories at `src` (key stride `stride`,
+// head stride `head_stride` floats, head_dim D) into dst [n][G * D] with cp.async, every
+// thread's copies in flight at once (16 bytes each, L2 only: another SM appended this step's
+// row).
 __device__ __forceinline__ void stage_kv_rows(const OpContext& c, const float* src, int64_t stride,
-                                              int n, int row_floats, float* dst) {
-  const int vec_per_row = row_floats / 4;
+                                              int64_t head_stride, int n, int G, int D,
+                                              float* dst) {
+  const int D4 = D / 4, vec_per_row = G * D4;
   const uint32_t to = smem_address(dst);
   for (int k = c.tid; k < n * vec_per_row; k += c.n_threads) {
-    const int j = k / vec_per_row, v = k - j * vec_per_row;
-    cp_async16(to + 16u * uint32_t(j * vec_per_row + v), src + int64_t(j) * stride + 4 * v);
+    const int j = k / vec_per_row, v = k - j * vec_per_row, g = v / D4;
+    cp_async16(to + 16u * uint32_t(j * vec_per_row + v),
+               src + int64_t(g) * head_stride + int64_t(j) * stride + 4 * (v - g * D4));
   }
   cp_async_commit();
 }
@@ -578,23 +585,24 @@ __device__ void attention_tile_fast(const OpContext& c, const AttentionShape& a,
     const int n = left < chunk ? int(left) : chunk;
     const float* k0 = a.k + j0 * a.kv_stride;
     const float* v0 = a.v + j0 * a.kv_stride;
-    int64_t stride = a.kv_stride;
+    int64_t stride = a.kv_stride, head_stride = a.kv_head_stride;
     if (staged) {
-      stage_kv_rows(c, k0, stride, n, row_floats, k_stage);
-      stage_kv_rows(c, v0, stride, n, row_floats, v_stage);
+      stage_kv_rows(c, k0, stride, head_stride, n, a.n_kv_heads, D, k_stage);
+      stage_kv_rows(c, v0, stride, head_stride, n, a.n_kv_heads, D, v_stage);
       cp_async_wait_all();
       consumer_sync(c.n_threads);
       k0 = k_stage;
       v0 = v_stage;
-      stride = row_floats;
+      stride = row_floats;  // staged: [n][G D], so a KV head is D floats on
+      head_stride = D;
     }
-    fast_attn_scores(c, a, q, k0, stride, n, s);
+    fast_attn_scores(c, a, q, k0, stride, head_stride, n, s);
     consumer_sync(c.n_threads);
     fast_attn_softmax(c, H, n, s);
     consumer_sync(c.n_threads);
     // Staged: the K rows are dead once the scores exist, so their room holds the values'
     // per-split partial sums.
-    fast_attn_values(c, a, v0, stride, n, s, staged ? k_stage : nullptr,
+    fast_attn_values(c, a, v0, stride, head_stride, n, s, staged ? k_stage : nullptr,
                         int64_t(chunk) * row_floats);
     consumer_sync(c.n_threads);  // the next chunk's scores (and rows) overwrite these
   }
@@ -658,7 +666,6 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
   float* ms = ps + H * kAttnBlockKeys;               // [H] running max
   float* ls = ms + H;                                // [H] running sum of p
   float* rs = ls + H;                                // [H] this block's rescale of acc and l
-  const int stride = int(a.kv_stride);
   const bool q_shared = __isShared(a.q);
   const float* q = q_shared ? a.q : qs;
   if (!q_shared)
@@ -676,14 +683,14 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
   // One pass for an empty window too: it writes the empty result (acc 0, m -inf, l 0).
   for (int64_t j0 = 0; j0 == 0 || j0 < kv_len; j0 += kAttnBlockKeys) {
     const int n = int(kv_len - j0 < kAttnBlockKeys ? kv_len - j0 : kAttnBlockKeys);
-    // 0. Stage the block's rows: key j's G D floats are contiguous in the cache (all KV heads of
-    // the task). The previous block's readers are past the barrier that ended it.
-    const float* k0 = a.k + (a.kv_start + j0) * a.kv_stride;
-    const float* v0 = a.v + (a.kv_start + j0) * a.kv_stride;
+    // 0. Stage the block's rows into [key][G D]: each KV head's keys are one contiguous run of
+    // the cache. The previous block's readers are past the barrier that ended it.
+    const int64_t at = (a.kv_start + j0) * a.kv_stride;
     for (int i = c.tid; i < n * GD4; i += c.n_threads) {
-      const int j = i / GD4, v = i - j * GD4;
-      cp_async16(smem_address(ks + (j * GD4 + (v ^ (j & 7))) * 4), k0 + j * stride + 4 * v);
-      cp_async16(smem_address(vs + i * 4), v0 + j * stride + 4 * v);
+      const int j = i / GD4, v = i - j * GD4, g = v / D4;
+      const int64_t from = at + g * a.kv_head_stride + j * a.kv_stride + 4 * (v - g * D4);
+      cp_async16(smem_address(ks + (j * GD4 + (v ^ (j & 7))) * 4), a.k + from);
+      cp_async16(smem_address(vs + i * 4), a.v + from);
     }
     cp_async_commit();
     cp_async_wait_all();
@@ -819,23 +826,25 @@ __device__ inline int attention_setup(const OpContext& c, AttentionShape& a, int
              : p.n_off != 0)
     return 2;
   const int first = ranged ? p.n_off : 0, count = ranged ? p.N_tile : p.n_heads;
-  a = AttentionShape{p.head_dim, count, count / rep, int64_t(p.n_kv_heads) * p.head_dim,
+  // Caches [n_kv_heads, max_seq, head_dim]: each KV head's history is contiguous.
+  const int64_t max_seq = k.rank == 3 ? k.shape[1] : 0;
+  a = AttentionShape{p.head_dim, count, count / rep, p.head_dim, max_seq * p.head_dim,
                      p.kv_start, p.kv_len, p.scale, (p.flags & kAttnPartial) != 0,
                      nullptr, nullptr, nullptr};
   const amk_buffer_t& out = out_buf(c, 0);
   const int width = a.partial ? a.head_dim + 2 : a.head_dim;
-  if (q.numel != int64_t(p.n_heads) * a.head_dim || k.rank != 3 || k.shape[1] != p.n_kv_heads ||
+  if (q.numel != int64_t(p.n_heads) * a.head_dim || k.rank != 3 || k.shape[0] != p.n_kv_heads ||
       k.shape[2] != a.head_dim || v.rank != 3 || v.shape[0] != k.shape[0] ||
       v.shape[1] != k.shape[1] || v.shape[2] != k.shape[2] ||
-      int64_t(p.kv_start) + p.kv_len > k.shape[0] || out.numel != int64_t(a.n_heads) * width)
+      int64_t(p.kv_start) + p.kv_len > max_seq || out.numel != int64_t(a.n_heads) * width)
     return 4;
   if (q.dtype != AMK_DTYPE_F32 || k.dtype != AMK_DTYPE_F32 || v.dtype != AMK_DTYPE_F32 ||
       out.dtype != AMK_DTYPE_F32)
     return 5;
-  // The range's first query head and first KV head; rows keep the full cache stride.
+  // The range's first query head and its first KV head's history.
   a.q = static_cast<const float*>(q.ptr) + int64_t(first) * a.head_dim;
-  a.k = static_cast<const float*>(k.ptr) + int64_t(first / rep) * a.head_dim;
-  a.v = static_cast<const float*>(v.ptr) + int64_t(first / rep) * a.head_dim;
+  a.k = static_cast<const float*>(k.ptr) + int64_t(first / rep) * a.kv_head_stride;
+  a.v = static_cast<const float*>(v.ptr) + int64_t(first / rep) * a.kv_head_stride;
   *first_head = first;
   return 0;
 }
@@ -984,7 +993,7 @@ __device__ inline bool rope_kv_prologue(const OpContext& c, AttentionShape& a, O
   float* k_s = sc.k_s;
   const int64_t pos = c.pos;
   const bool append = pos >= p.kv_start && pos < int64_t(p.kv_start) + p.kv_len;
-  if (append && pos >= kc.shape[0]) {
+  if (append && pos >= kc.shape[1]) {
     op_fail(c, kRopeKvFail + 4);
     return false;
   }
@@ -1017,10 +1026,13 @@ __device__ inline bool rope_kv_prologue(const OpContext& c, AttentionShape& a, O
   }
   if (append) {
     consumer_sync(c.n_threads);  // k_s rotated
-    const int64_t row = (pos * p.n_kv_heads + kv0) * D;
+    // Position pos of each of the task's KV heads' histories.
+    const int64_t row = (int64_t(kv0) * kc.shape[1] + pos) * D;
     for (int e = c.tid; e < kvc * D; e += c.n_threads) {
-      store_f(kc, row + e, k_s[e]);
-      store_f(vc, row + e, load_f(v, int64_t(kv0) * D + e));
+      const int g = e / D;
+      const int64_t at = row + g * a.kv_head_stride + (e - g * D);
+      store_f(kc, at, k_s[e]);
+      store_f(vc, at, load_f(v, int64_t(kv0) * D + e));
     }
     __threadfence_block();  // the attention below reads these rows back
   }

@@ -1,10 +1,12 @@
-// KV_APPEND: write n new rows of k (or v) into the cache [max_seq, n_kv_heads, head_dim] at rows
-// [r, r + n), r = params.pos (+ the step position c.pos when flags bit 0, the runtime position
-// of docs/RUNTIME_POSITION.md); mirrors src/vm/reference/ops/kv_append.cpp. `new` (input 0) is
-// any page of n * n_kv_heads * head_dim elements.
+// KV_APPEND: write n new rows of k (or v) into the cache [n_kv_heads, max_seq, head_dim] at
+// positions [r, r + n), r = params.pos (+ the step position c.pos when flags bit 0, the runtime
+// position of docs/RUNTIME_POSITION.md): new row i's head g goes to (g, r + i); mirrors
+// src/vm/reference/ops/kv_append.cpp. `new` (input 0) is any page of n * n_kv_heads * head_dim
+// elements, row-major [n, n_kv_heads, head_dim].
 //
-// In a program the output is the cache itself (input 1), and only the new rows are written, as
-// one flat copy_elements() (16-byte moves). Should the output be a distinct buffer of the
+// In a program the output is the cache itself (input 1), and only the new rows are written, one
+// copy_elements() (16-byte moves) per (row, KV head): a head's history is contiguous, a new
+// row's heads are not. Should the output be a distinct buffer of the
 // cache's dtype and shape, it receives the whole updated cache, as the reference's does: the
 // old rows are copied from input 1 too (they never overlap the new ones, so no barrier).
 // `new` never aliases the cache in a lowered program (validate() gives the cache one writer).
@@ -36,19 +38,25 @@ __device__ inline void op_kv_append(const OpContext& c) {
     if (c.pos < 0) return op_fail(c, AMK_OP_KV_APPEND * 16 + 3);
     pos += c.pos;
   }
-  const int64_t max_seq = cache.shape[0];
-  const int64_t row = cache.shape[1] * cache.shape[2];
+  const int64_t n_kv = cache.shape[0], max_seq = cache.shape[1], hd = cache.shape[2];
+  const int64_t row = n_kv * hd;
   if (row < 1 || fresh.numel < 1 || fresh.numel % row != 0)
     return op_fail(c, AMK_OP_KV_APPEND * 16 + 4);
   const int64_t n = fresh.numel / row;
   if (pos < 0 || pos + n > max_seq) return op_fail(c, AMK_OP_KV_APPEND * 16 + 5);
 
-  if (!copy_elements(out, pos * row, fresh, 0, n * row, c.tid, c.n_threads))
-    return op_fail(c, AMK_OP_KV_APPEND * 16 + 6);
-  if (out.ptr != cache.ptr) {  // a distinct output: carry the old rows over as well
-    copy_elements(out, 0, cache, 0, pos * row, c.tid, c.n_threads);
-    copy_elements(out, (pos + n) * row, cache, (pos + n) * row, (max_seq - pos - n) * row, c.tid,
-                  c.n_threads);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t g = 0; g < n_kv; ++g)
+      if (!copy_elements(out, (g * max_seq + pos + i) * hd, fresh, (i * n_kv + g) * hd, hd, c.tid,
+                         c.n_threads))
+        return op_fail(c, AMK_OP_KV_APPEND * 16 + 6);
+  if (out.ptr != cache.ptr) {  // a distinct output: carry each head's old rows over as well
+    for (int64_t g = 0; g < n_kv; ++g) {
+      const int64_t head = g * max_seq * hd;
+      copy_elements(out, head, cache, head, pos * hd, c.tid, c.n_threads);
+      copy_elements(out, head + (pos + n) * hd, cache, head + (pos + n) * hd,
+                    (max_seq - pos - n) * hd, c.tid, c.n_threads);
+    }
   }
 }
 

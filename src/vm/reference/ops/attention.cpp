@@ -91,13 +91,14 @@ void op_attention_tile(const OpContext& c) {
   require_float(c, k, "input 1 (k cache)");
   require_float(c, v, "input 2 (v cache)");
   require_rank(c, k, "input 1 (k cache)", 3);
-  if (k.shape[1] != n_kv || k.shape[2] != head_dim)
-    c.fail("input 1 (k cache) has shape " + shape_str(k.shape) + ", expected [max_seq, " +
-           num(n_kv) + ", " + num(head_dim) + "] (n_kv_heads, head_dim)");
+  if (k.shape[0] != n_kv || k.shape[2] != head_dim)
+    c.fail("input 1 (k cache) has shape " + shape_str(k.shape) + ", expected [" + num(n_kv) +
+           ", max_seq, " + num(head_dim) + "] (n_kv_heads, head_dim)");
   require_shape(c, v, "input 2 (v cache)", k.shape);
-  if (kv_start + kv_len_max > k.shape[0])
+  const int64_t max_seq = k.shape[1];
+  if (kv_start + kv_len_max > max_seq)
     c.fail("kv_start " + num(kv_start) + " + kv_len " + num(kv_len_max) + " exceeds the cache's " +
-           num(k.shape[0]) + " rows");
+           num(max_seq) + " rows");
   const int64_t rep = n_heads / n_kv;
   const HeadRange heads = head_range(c, n_heads, rep);
   Tensor& out = c.output(0);
@@ -115,7 +116,7 @@ void op_attention_tile(const OpContext& c) {
     const double* qh = &qv[size_t(h * head_dim)];
     double m = -std::numeric_limits<double>::infinity();
     for (int64_t j = 0; j < kv_len; ++j) {
-      const int64_t base = ((kv_start + j) * n_kv + g) * head_dim;
+      const int64_t base = kv_cache_offset(max_seq, head_dim, g, kv_start + j, 0);
       double dot = 0;
       for (int64_t d = 0; d < head_dim; ++d) dot += qh[d] * load(k, base + d);
       score[size_t(j)] = scale * dot;
@@ -126,7 +127,7 @@ void op_attention_tile(const OpContext& c) {
     for (int64_t j = 0; j < kv_len; ++j) {
       const double e = std::exp(score[size_t(j)] - m);
       l += e;
-      const int64_t base = ((kv_start + j) * n_kv + g) * head_dim;
+      const int64_t base = kv_cache_offset(max_seq, head_dim, g, kv_start + j, 0);
       for (int64_t d = 0; d < head_dim; ++d) acc[d] += e * load(v, base + d);
     }
     if (partial) {
@@ -241,8 +242,8 @@ namespace amk::ref {
 //   q_t = the task's query heads of q; k_t, v_t = their KV heads of k, v (flat GEMV rows)
 //   flags bit 3: q_t = RMSNORM(q_t, q_norm_w), k_t = RMSNORM(k_t, k_norm_w) per head (eps)
 //   q_t, k_t = ROPE(.., pos) (flags bit 4: ROPE_FREQ with the inv_freq input)
-//   if the window [kv_start, kv_start + kv_len) holds pos: cache rows pos of the task's KV heads
-//     = k_t, v_t (KV_APPEND's row write, restricted to those heads' columns)
+//   if the window [kv_start, kv_start + kv_len) holds pos: position pos of the task's KV heads'
+//     histories = k_t, v_t (KV_APPEND's row write, restricted to those heads)
 //   out = ATTENTION_TILE(q_t, k_cache, v_cache) with the same window, head range and flags.
 // pos is the step's position; the runtime window (flags bit 2) is required. The F32
 // intermediates are the unfused program's activation buffers, so the logits match it exactly.
@@ -292,9 +293,10 @@ void op_rope_kv_attention_tile(const OpContext& c) {
       c.fail("output " + num(i) + " must be the cache, input " + num(i + 2));
   }
   require_rank(c, k_cache, "output 1 (k cache)", 3);
-  if (k_cache.shape[1] != n_kv || k_cache.shape[2] != head_dim)
-    c.fail("output 1 (k cache) has shape " + shape_str(k_cache.shape) + ", expected [max_seq, " +
-           num(n_kv) + ", " + num(head_dim) + "]");
+  if (k_cache.shape[0] != n_kv || k_cache.shape[2] != head_dim)
+    c.fail("output 1 (k cache) has shape " + shape_str(k_cache.shape) + ", expected [" +
+           num(n_kv) + ", max_seq, " + num(head_dim) + "]");
+  const int64_t max_seq = k_cache.shape[1];
   if (&k_cache != &c.input(3)) k_cache.bytes = c.input(3).bytes;
   if (&v_cache != &c.input(4)) v_cache.bytes = c.input(4).bytes;
 
@@ -332,15 +334,16 @@ void op_rope_kv_attention_tile(const OpContext& c) {
   const Tensor q_t = prologue(heads_of(q, heads.first, heads.count), 5);
   const int64_t kv_start = c.int_param("kv_start"), kv_len = c.int_param("kv_len");
   if (pos >= kv_start && pos < kv_start + kv_len) {
-    if (pos >= k_cache.shape[0])
-      c.fail("the step's position " + num(pos) + " is past the cache's " +
-             num(k_cache.shape[0]) + " rows");
+    if (pos >= max_seq)
+      c.fail("the step's position " + num(pos) + " is past the cache's " + num(max_seq) +
+             " rows");
     const Tensor k_t = prologue(heads_of(k, kv0, kvc), 6);
-    const int64_t row = (pos * n_kv + kv0) * head_dim;
-    for (int64_t i = 0; i < kvc * head_dim; ++i) {
-      store(k_cache, row + i, load(k_t, i));
-      store(v_cache, row + i, load(v, kv0 * head_dim + i));
-    }
+    for (int64_t g = 0; g < kvc; ++g)
+      for (int64_t d = 0; d < head_dim; ++d) {
+        const int64_t at = kv_cache_offset(max_seq, head_dim, kv0 + g, pos, d);
+        store(k_cache, at, load(k_t, g * head_dim + d));
+        store(v_cache, at, load(v, (kv0 + g) * head_dim + d));
+      }
   }
   // ATTENTION_TILE over a q whose other heads it does not read (zeros).
   Tensor q_full = Tensor::zeros(DType::F32, {1, n_heads * head_dim});

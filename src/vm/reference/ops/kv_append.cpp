@@ -1,6 +1,7 @@
-// KV_APPEND: write n new rows of k (or v) into the cache [max_seq, n_kv_heads, head_dim] at rows
-// [pos, pos + n). `new` is any tensor of n * n_kv_heads * head_dim elements (the Python lowerer
-// passes roped k as [1, n_kv, d] and v as the flat [1, n_kv * d] projection).
+// KV_APPEND: write n new rows of k (or v) into the cache [n_kv_heads, max_seq, head_dim] at
+// positions [pos, pos + n): new row i's head g goes to (g, pos + i) (amk/ir.h kv_cache_offset).
+// `new` is any tensor of n * n_kv_heads * head_dim elements, row-major [n, n_kv_heads, head_dim]
+// (the Python lowerer passes roped k as [1, n_kv, d] and v as the flat [1, n_kv * d] projection).
 //
 // In a program the output is the cache itself (input 1). Should a caller pass a distinct output
 // tensor, it receives the whole updated cache, so the result never depends on what that tensor
@@ -24,8 +25,8 @@ void op_kv_append(const OpContext& c) {
     c.fail("output 0 (" + std::string(name_of(out.dtype)) + " " + shape_str(out.shape) +
            ") must be the cache, input 1 (" + std::string(name_of(cache.dtype)) + " " +
            shape_str(cache.shape) + ")");
-  const int64_t max_seq = cache.shape[0];
-  const int64_t row = cache.shape[1] * cache.shape[2];
+  const int64_t n_kv = cache.shape[0], max_seq = cache.shape[1], head_dim = cache.shape[2];
+  const int64_t row = n_kv * head_dim;
   if (row < 1) c.fail("input 1 (cache) has empty rows, shape " + shape_str(cache.shape));
   const int64_t flags = c.int_param_or("flags", 0);
   if ((flags & ~kv_append_flags::kRuntimePos) != 0)
@@ -46,7 +47,11 @@ void op_kv_append(const OpContext& c) {
 
   const std::vector<double> rows = load_all(fresh);
   if (&out != &cache) out.bytes = cache.bytes;
-  for (int64_t i = 0; i < n * row; ++i) store(out, pos * row + i, rows[size_t(i)]);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t g = 0; g < n_kv; ++g)
+      for (int64_t d = 0; d < head_dim; ++d)
+        store(out, kv_cache_offset(max_seq, head_dim, g, pos + i, d),
+              rows[size_t((i * n_kv + g) * head_dim + d)]);
 }
 
 }  // namespace amk::ref
