@@ -67,11 +67,14 @@ std::map<std::string, std::vector<float>> write_checkpoint(const fs::path& dir,
   return weights;
 }
 
+// kv_bf16: the cached K and V are rounded to BF16, as a lowering of BF16 weights stores them
+// (amk/lowering.h kv_cache_dtype); the rest stays in double.
 class EagerModel {
  public:
-  EagerModel(const ModelConfig& m, std::map<std::string, std::vector<float>> w)
+  EagerModel(const ModelConfig& m, std::map<std::string, std::vector<float>> w,
+             bool kv_bf16 = false)
       : m_(m), w_(std::move(w)), k_(size_t(m.num_hidden_layers)), v_(size_t(m.num_hidden_layers)),
-        inv_freq_(inv_freq(m)) {}
+        inv_freq_(inv_freq(m)), kv_bf16_(kv_bf16) {}
 
   Vec step(int64_t token) {
     const int64_t H = m_.hidden_size, HD = m_.head_dim, NH = m_.num_attention_heads;
@@ -86,8 +89,8 @@ class EagerModel {
       const Vec v = linear(xn, p + "self_attn.v_proj", m_.attention_qkv_bias);
       for (int64_t h = 0; h < NH; ++h) head(q, h, p + "self_attn.q_norm.weight");
       for (int64_t h = 0; h < NKV; ++h) head(k, h, p + "self_attn.k_norm.weight");
-      k_[size_t(l)].push_back(k);
-      v_[size_t(l)].push_back(v);
+      k_[size_t(l)].push_back(cached(k));
+      v_[size_t(l)].push_back(cached(v));
       Vec attn(size_t(NH * HD), 0.0);
       const auto T = int64_t(k_[size_t(l)].size());
       for (int64_t h = 0; h < NH; ++h) {
@@ -187,7 +190,14 @@ class EagerModel {
   std::map<std::string, std::vector<float>> w_;
   std::vector<std::vector<Vec>> k_, v_;
   Vec inv_freq_;
+  bool kv_bf16_ = false;
   int64_t pos_ = 0;
+
+  Vec cached(Vec x) const {
+    if (kv_bf16_)
+      for (double& e : x) e = double(amk::round_to_dtype(DType::BF16, float(e)));
+    return x;
+  }
 };
 
 double relative_error(const std::vector<float>& ours, const Vec& ref) {
@@ -211,15 +221,17 @@ void expect_matches_eager(const std::string& name, const std::string& config,
   const Checkpoint ck = Checkpoint::open(dir);
   ModelConfig unscaled_config = ck.config();
   unscaled_config.rope.type = RopeType::Default;
-  EagerModel unscaled(unscaled_config, weights);
-  EagerModel eager(ck.config(), std::move(weights));
+  EagerModel unscaled(unscaled_config, weights, bf16);
+  // BF16 weights lower to BF16 KV caches: an eager model with an F32 cache must then miss.
+  EagerModel f32_cache(ck.config(), weights);
+  EagerModel eager(ck.config(), std::move(weights), bf16);
   const int64_t kSteps = steps;
   const Program program = lower(ck.config(), schedule, *find_target("h100"), kSteps);
   for (const Buffer& b : program.buffers)
     if (b.kind == BufferKind::WEIGHT) EXPECT_EQ(b.dtype, bf16 ? DType::BF16 : DType::F32) << b.name;
   ReferenceDecoder dec(ck, program);
   Rng rng{99};
-  double worst = 0, worst_unscaled = 0;
+  double worst = 0, worst_unscaled = 0, worst_f32_cache = 0;
   for (int64_t t = 0; t < kSteps; ++t) {
     const auto token =
         int64_t((rng.next() + 1) / 2 * double(ck.config().vocab_size)) % ck.config().vocab_size;
@@ -227,8 +239,10 @@ void expect_matches_eager(const std::string& name, const std::string& config,
     worst = std::max(worst, relative_error(ours, eager.step(token)));
     if (unscaled_must_differ)
       worst_unscaled = std::max(worst_unscaled, relative_error(ours, unscaled.step(token)));
+    if (bf16) worst_f32_cache = std::max(worst_f32_cache, relative_error(ours, f32_cache.step(token)));
   }
   EXPECT_LE(worst, kOracleTolerance);
+  if (bf16) EXPECT_GT(worst_f32_cache, 10 * kOracleTolerance);
   if (unscaled_must_differ) EXPECT_GT(worst_unscaled, 10 * kOracleTolerance);
   std::cout << name << ": worst relative logit error " << worst << "\n";
   fs::remove_all(dir);

@@ -41,6 +41,12 @@ inline constexpr std::string_view kRopeInvFreqSource = "amk.rope.inv_freq";
 // (amk/ir.h kv_cache_offset).
 std::string kv_cache_name(int64_t layer, char k_or_v);
 
+// The KV caches' dtype for WEIGHT buffers of `weight_dtype`: BF16 for BF16 weights (each step
+// reads every cached key, so the cache's bytes grow with the context), F32 otherwise (the fp32
+// oracle keeps F32 end to end). Every CPU decoder that must agree with a lowered program
+// rounds its K/V the same way.
+DType kv_cache_dtype(DType weight_dtype);
+
 // Defaults when the config leaves them out.
 inline constexpr int64_t kDefaultGemvNTile = 256;
 

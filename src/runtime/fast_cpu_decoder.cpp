@@ -12,6 +12,7 @@
 #include "amk/cpu_decoder.h"
 #include "amk/lowering.h"
 #include "amk/rope.h"
+#include "amk/tensor.h"
 #include "runtime/cpu_attention.h"
 #include "runtime/cpu_matrix.h"
 #include "runtime/cpu_worker_pool.h"
@@ -83,8 +84,10 @@ struct FastCpuDecoder::Model {
   std::vector<float> inv_freq;  // amk/rope.h's float32 table, as the reference's ROPE reads it
   CpuWorkerPool pool;
 
-  // [layer][kv_head][position][head_dim]
+  // [layer][kv_head][position][head_dim]; values rounded to BF16 when the lowered program's
+  // caches would be BF16 (kv_cache_dtype of the weights), so both attend over the same numbers.
   std::vector<float> k_cache, v_cache;
+  bool kv_bf16 = false;
   int64_t cache_rows_used = 0;  // rows [0, this) of every head may be non-zero
 
   // Activations of one step.
@@ -97,6 +100,10 @@ struct FastCpuDecoder::Model {
   float* cache_head(std::vector<float>& cache, int64_t layer, int64_t kv_head, int64_t T) {
     const int64_t NKV = config.num_key_value_heads, HD = config.head_dim;
     return cache.data() + ((layer * NKV + kv_head) * T) * HD;
+  }
+  float cached(float v) const { return kv_bf16 ? round_to_dtype(DType::BF16, v) : v; }
+  void store_row(float* dst, const float* src, int64_t n) const {
+    for (int64_t i = 0; i < n; ++i) dst[i] = cached(src[i]);
   }
 };
 
@@ -133,6 +140,11 @@ FastCpuDecoder::FastCpuDecoder(const Checkpoint& checkpoint, int64_t max_context
   TerminalProgress progress("preparing weights for the CPU", L + 1, options.show_progress);
   const TensorView& embed = matrix("model.embed_tokens.weight", V, H);
   m.embed = CpuMatrix::from_tensor(embed, format({&embed}));
+  // The weights' dtype as a lowering of this checkpoint sees it (make_cpu_decoder's reference
+  // program takes the embedding's as stored), hence the caches': not the CPU storage option,
+  // which only changes how the products are computed.
+  m.kv_bf16 = kv_cache_dtype(embed.dtype == StDType::BF16 ? DType::BF16 : DType::F32) ==
+              DType::BF16;
   for (int64_t l = 0; l < L; ++l) {
     progress.update(l);
     const std::string p = fmt::format("model.layers.{}.", l);
@@ -261,8 +273,8 @@ std::vector<float> FastCpuDecoder::step(int64_t token) {
     for (int64_t g = 0; g < NKV; ++g) {
       if (c.qk_norm) rms_norm(k + g * HD, w.k_norm.data(), HD, eps, k + g * HD);
       rotate_half(k + g * HD, m.cos.data(), m.sin.data(), half);
-      std::memcpy(m.cache_head(m.k_cache, l, g, T) + pos * HD, k + g * HD, size_t(HD) * 4);
-      std::memcpy(m.cache_head(m.v_cache, l, g, T) + pos * HD, v + g * HD, size_t(HD) * 4);
+      m.store_row(m.cache_head(m.k_cache, l, g, T) + pos * HD, k + g * HD, HD);
+      m.store_row(m.cache_head(m.v_cache, l, g, T) + pos * HD, v + g * HD, HD);
     }
     m.pool.parallel_for(NH, 1, [&](int64_t b, int64_t e, int member) {
       for (int64_t h = b; h < e; ++h)
@@ -333,7 +345,8 @@ void FastCpuDecoder::seek(int64_t position, uint64_t seed) {
       for (int64_t g = 0; g < NKV; ++g) {
         float* head = m.cache_head(cache, l, g, max_context_);
         for (int64_t t = 0; t < position; ++t)
-          for (int64_t d = 0; d < HD; ++d) head[t * HD + d] = seeded((t * NKV + g) * HD + d);
+          for (int64_t d = 0; d < HD; ++d)
+            head[t * HD + d] = m.cached(seeded((t * NKV + g) * HD + d));
       }
     }
   m.cache_rows_used = position;

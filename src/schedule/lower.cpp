@@ -28,6 +28,10 @@ std::string kv_cache_name(int64_t layer, char k_or_v) {
   return fmt::format("layers.{}.{}_cache", layer, k_or_v);
 }
 
+DType kv_cache_dtype(DType weight_dtype) {
+  return weight_dtype == DType::BF16 ? DType::BF16 : DType::F32;
+}
+
 namespace {
 
 namespace names = lowered_names;
@@ -237,6 +241,7 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
 
   GraphBuilder g(p, wdt, config.pipelining_depth);
   const DType A = GraphBuilder::kActDtype;
+  const DType kv_dtype = kv_cache_dtype(wdt);
   const int64_t token =
       p.new_buffer(std::string(names::kToken), BufferKind::IO_INPUT, DType::I32, {1});
   const int64_t pos = p.new_buffer(std::string(names::kPos), BufferKind::IO_INPUT, DType::I32, {1});
@@ -331,9 +336,9 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
     const auto b_up = bias(m.mlp_bias, "mlp.up_proj.bias", F);
     const auto b_down = bias(m.mlp_bias, "mlp.down_proj.bias", H);
     const int64_t k_cache =
-        p.new_buffer(kv_cache_name(l, 'k'), BufferKind::KV_CACHE, A, {NKV, C, HD});
+        p.new_buffer(kv_cache_name(l, 'k'), BufferKind::KV_CACHE, kv_dtype, {NKV, C, HD});
     const int64_t v_cache =
-        p.new_buffer(kv_cache_name(l, 'v'), BufferKind::KV_CACHE, A, {NKV, C, HD});
+        p.new_buffer(kv_cache_name(l, 'v'), BufferKind::KV_CACHE, kv_dtype, {NKV, C, HD});
 
     // ---- attention ----
     const Normed xn = normed(h, w_anorm, ap + "attn_norm", ap + "input_layernorm");

@@ -16,8 +16,9 @@
 // C x 4 dot-product shuffle reductions interleave. Items are spread over the warps; when the CTA
 // has at least twice as many warps as items (and op scratch for it), each item's keys are split
 // over n_splits warps whose [acc | m | l] partials go to op scratch and are merged exactly as
-// ATTENTION_COMBINE merges shards. q, k, v and the output are F32 (the lowering's activations
-// and caches).
+// ATTENTION_COMBINE merges shards. q and the output are F32 (the lowering's activations); the
+// caches F32 or BF16 (the lowering's for BF16 weights: half the bytes each step reads), which
+// the 64-key blocks and this warp path read (the chunked path F32 only).
 //
 // Cost (H100, one CTA of 256 consumer threads, measured in isolation): 32 heads / 8 KV heads /
 // head_dim 128 over 512 keys ~210 us, over 4096 keys ~1.8 ms. Plain loads of 16 bytes: the
@@ -41,9 +42,12 @@
 //
 // op_fail codes (code >> 4 = the opcode). ATTENTION_TILE: 1 bad head counts / head_dim (> 256 is
 // not supported), 2 bad window params or unknown flag bits, 3 runtime window without a step
-// position, 4 q/k/v/out shapes or sizes, 5 a non-F32 operand. ATTENTION_COMBINE: 1 partial or
+// position, 4 q/k/v/out shapes or sizes, 5 a non-F32 q or output, or caches that are not both
+// F32 or both BF16. ATTENTION_COMBINE: 1 partial or
 // output sizes that are not [n_heads, head_dim + 2] / [n_heads, head_dim], 2 a non-F32 operand.
 #pragma once
+
+#include <type_traits>
 
 #include "vm/cuda/ops/elementwise.cuh"
 #include "vm/cuda/ops/rope.cuh"
@@ -67,12 +71,17 @@ template <int VEC, int NV>
 struct LaneSlice {
   float v[NV][VEC];
 
-  __device__ __forceinline__ void load(const float* row, int lane, int head_dim) {
+  // T: float, or uint16_t for BF16 bits (a BF16 cache; scalar loads only).
+  template <typename T>
+  __device__ __forceinline__ void load(const T* row, int lane, int head_dim) {
 #pragma unroll
     for (int t = 0; t < NV; ++t) {
       const int d = VEC * (lane + 32 * t);
       if (d < head_dim) {
-        if constexpr (VEC == 4) {
+        if constexpr (std::is_same_v<T, uint16_t>) {
+          static_assert(VEC == 1, "BF16 rows are read one element a lane");
+          v[t][0] = bf16_bits_to_float(row[d]);
+        } else if constexpr (VEC == 4) {
           const float4 x = *reinterpret_cast<const float4*>(row + d);
           v[t][0] = x.x, v[t][1] = x.y, v[t][2] = x.z, v[t][3] = x.w;
         } else {
@@ -122,10 +131,10 @@ struct FlashState {
 // Runs keys [j0, j1) for C heads of one GQA group on one warp: every k/v row is loaded once and
 // used by all C heads. k_head/v_head point at (row 0, this KV head); row j is `row_stride`
 // floats further.
-template <int VEC, int NV, int C>
+template <int VEC, int NV, int C, typename T>
 __device__ __forceinline__ void attend_keys(FlashState<VEC, NV> (&st)[C],
-                                            const LaneSlice<VEC, NV> (&q)[C], const float* k_head,
-                                            const float* v_head, int64_t row_stride, int64_t j0,
+                                            const LaneSlice<VEC, NV> (&q)[C], const T* k_head,
+                                            const T* v_head, int64_t row_stride, int64_t j0,
                                             int64_t j1, float scale, int lane, int head_dim) {
   // Keys in flight: half as many for head_dim > 128, so k and v rows stay in registers
   // (<= 32 floats) at 256 consumer threads.
@@ -221,17 +230,19 @@ struct AttentionShape {
   int64_t kv_start, kv_len;  // kv_len after the runtime clip
   float scale;
   bool partial;
+  bool bf16;       // BF16 caches (k, v then point at BF16 bits: index them as uint16_t)
   const float* q;  // the task's first query head
   const float* k;  // the task's first KV head at position 0 (K and V caches)
   const float* v;
 };
 
-// C = the heads of one GQA group a warp runs together (a divisor of n_heads / n_kv_heads).
-template <int VEC, int NV, int C>
+// C = the heads of one GQA group a warp runs together (a divisor of n_heads / n_kv_heads); T the
+// caches' element (float, or uint16_t for BF16 bits).
+template <int VEC, int NV, int C, typename T = float>
 __device__ void attention_tile_impl(const OpContext& c, const AttentionShape& a) {
   const float* q = a.q;
-  const float* kc = a.k;
-  const float* vc = a.v;
+  const T* kc = reinterpret_cast<const T*>(a.k);
+  const T* vc = reinterpret_cast<const T*>(a.v);
   float* out = static_cast<float*>(out_buf(c, 0).ptr);
   const int warp = c.tid >> 5, lane = c.tid & 31, n_warps = c.n_threads >> 5;
   const int hd = a.head_dim;
@@ -270,7 +281,7 @@ __device__ void attention_tile_impl(const OpContext& c, const AttentionShape& a)
       qh[r].load(q + int64_t(h0 + r) * hd, lane, hd);
       st[r].acc.zero();
     }
-    attend_keys<VEC, NV, C>(st, qh, kc + int64_t(g) * a.kv_head_stride,
+    attend_keys<VEC, NV, C, T>(st, qh, kc + int64_t(g) * a.kv_head_stride,
                             vc + int64_t(g) * a.kv_head_stride, row_stride, j0, j1, a.scale, lane,
                             hd);
 #pragma unroll
@@ -645,23 +656,93 @@ inline constexpr int kAttnBlockKeys = 64;
 // (head, dim) items a thread keeps an acc for: n_heads x head_dim <= this x consumer threads.
 inline constexpr int kAttnBlockItems = 2;
 
-// Floats of scratch attention_block needs: [K: 64 x G D][V: 64 x G D][q: H x D][p: H x 64]
-// [m, l, r: H] (scratch.h attention_split_scratch_bytes() reserves at least this).
+// Floats of scratch attention_block needs: [K: 64 x G D][V: 64 x G D] (cache elements: half
+// the room for BF16)[q: H x D][p: H x 64][m, l, r: H] (scratch.h
+// attention_split_scratch_bytes() reserves at least this).
 __device__ __forceinline__ int64_t attention_block_floats(const AttentionShape& a) {
   const int64_t gd = int64_t(a.n_kv_heads) * a.head_dim;
-  return 2 * kAttnBlockKeys * gd + int64_t(a.n_heads) * (a.head_dim + kAttnBlockKeys + 3);
+  return (a.bf16 ? 1 : 2) * kAttnBlockKeys * gd +
+         int64_t(a.n_heads) * (a.head_dim + kAttnBlockKeys + 3);
 }
+// The K rows' 16-byte vectors are swizzled by (key & 7), so a key's row must hold a multiple of
+// 8 of them: G D % 32 == 0 for F32, % 64 for BF16.
 __device__ __forceinline__ bool attention_block_fits(const OpContext& c, const AttentionShape& a) {
-  return a.head_dim % 32 == 0 && a.n_heads * a.head_dim <= kAttnBlockItems * c.n_threads &&
+  return a.head_dim % 32 == 0 && (!a.bf16 || a.n_kv_heads * a.head_dim % 64 == 0) &&
+         a.n_heads * a.head_dim <= kAttnBlockItems * c.n_threads &&
          attention_block_floats(a) * 4 <= c.scratch_bytes;
 }
 
+// q_h . k_j over D dims from a K row of shared memory (16-byte vectors swizzled by sw; `first`
+// the row's first vector of this KV head): 4 floats a vector (F32) or 8 (BF16 bits).
+template <bool BF16>
+__device__ __forceinline__ float block_score(const float* qh_f, const uint4* kj, int first, int sw,
+                                             int D) {
+  const float4* qh = reinterpret_cast<const float4*>(qh_f);
+  float s0 = 0.0f, s1 = 0.0f;
+  if constexpr (BF16) {
+#pragma unroll 4
+    for (int v = 0; v < D / 8; ++v) {
+      const uint4 k = kj[(first + v) ^ sw];
+      const float4 qa = qh[2 * v], qb = qh[2 * v + 1];
+      // A bf16 pair's low half is the even element; each is the top half of an f32.
+      s0 = fmaf(qa.x, __uint_as_float(k.x << 16), s0);
+      s0 = fmaf(qa.y, __uint_as_float(k.x & 0xffff0000u), s0);
+      s0 = fmaf(qa.z, __uint_as_float(k.y << 16), s0);
+      s0 = fmaf(qa.w, __uint_as_float(k.y & 0xffff0000u), s0);
+      s1 = fmaf(qb.x, __uint_as_float(k.z << 16), s1);
+      s1 = fmaf(qb.y, __uint_as_float(k.z & 0xffff0000u), s1);
+      s1 = fmaf(qb.z, __uint_as_float(k.w << 16), s1);
+      s1 = fmaf(qb.w, __uint_as_float(k.w & 0xffff0000u), s1);
+    }
+  } else {
+    const float4* kf = reinterpret_cast<const float4*>(kj);
+#pragma unroll 4
+    for (int v = 0; v < D / 4; v += 2) {
+      const float4 qa = qh[v], qb = qh[v + 1];
+      const float4 ka = kf[(first + v) ^ sw], kb = kf[(first + v + 1) ^ sw];
+      s0 = fmaf(qa.x, ka.x, s0);
+      s0 = fmaf(qa.y, ka.y, s0);
+      s0 = fmaf(qa.z, ka.z, s0);
+      s0 = fmaf(qa.w, ka.w, s0);
+      s1 = fmaf(qb.x, kb.x, s1);
+      s1 = fmaf(qb.y, kb.y, s1);
+      s1 = fmaf(qb.z, kb.z, s1);
+      s1 = fmaf(qb.w, kb.w, s1);
+    }
+  }
+  return s0 + s1;
+}
+
+// sum_j p_j v_j[d] over n keys of a V column in shared memory (`stride` elements from key to
+// key), four partial sums.
+template <typename T>
+__device__ __forceinline__ float block_values(const float* ph, const T* vd, int stride, int n) {
+  const auto at = [&](int j) {
+    if constexpr (std::is_same_v<T, uint16_t>) return bf16_bits_to_float(vd[j * stride]);
+    else return vd[j * stride];
+  };
+  float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  int j = 0;
+  for (; j + 4 <= n; j += 4) {
+#pragma unroll
+    for (int u = 0; u < 4; ++u) part[u] = fmaf(ph[j + u], at(j + u), part[u]);
+  }
+  for (; j < n; ++j) part[0] = fmaf(ph[j], at(j), part[0]);
+  return (part[0] + part[1]) + (part[2] + part[3]);
+}
+
+// One copy per cache dtype (a.bf16), so neither carries the other's registers.
+template <bool BF16>
 __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
-  const int D = a.head_dim, D4 = D / 4, G = a.n_kv_heads, H = a.n_heads, R = H / G;
-  const int GD4 = G * D4;
-  float* ks = c.scratch;                             // [64][G D], 16-byte vectors swizzled
-  float* vs = ks + int64_t(kAttnBlockKeys) * G * D;  // [64][G D]
-  float* qs = vs + int64_t(kAttnBlockKeys) * G * D;  // [H][D]
+  using T = std::conditional_t<BF16, uint16_t, float>;  // a cache element (BF16 as its bits)
+  const int D = a.head_dim, G = a.n_kv_heads, H = a.n_heads, R = H / G;
+  // 16-byte vectors: VE cache elements each (4 F32, 8 BF16); a key's row of the task's KV heads
+  // is GDV of them, a head's DV.
+  constexpr int VE = 16 / int(sizeof(T));
+  const int DV = D / VE, GDV = G * DV;
+  uint4* ks = reinterpret_cast<uint4*>(c.scratch);   // [64][GDV], vectors swizzled
+  uint4* vs = ks + kAttnBlockKeys * GDV;              // [64][GDV]
+  float* qs = reinterpret_cast<float*>(vs + kAttnBlockKeys * GDV);  // [H][D]
   float* ps = qs + H * D;                            // [H][kAttnBlockKeys]
   float* ms = ps + H * kAttnBlockKeys;               // [H] running max
   float* ls = ms + H;                                // [H] running sum of p
@@ -669,7 +750,7 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
   const bool q_shared = __isShared(a.q);
   const float* q = q_shared ? a.q : qs;
   if (!q_shared)
-    for (int i = c.tid; i < H * D4; i += c.n_threads)
+    for (int i = c.tid; i < H * D / 4; i += c.n_threads)
       cp_async16(smem_address(qs + 4 * i), a.q + 4 * i);
   for (int h = c.tid; h < H; h += c.n_threads) {
     ms[h] = neg_inf();
@@ -680,17 +761,20 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
 #pragma unroll
   for (int t = 0; t < kAttnBlockItems; ++t) acc[t] = 0.0f;
   const int64_t kv_len = a.kv_len;
+  const T* kc = reinterpret_cast<const T*>(a.k);
+  const T* vc = reinterpret_cast<const T*>(a.v);
   // One pass for an empty window too: it writes the empty result (acc 0, m -inf, l 0).
   for (int64_t j0 = 0; j0 == 0 || j0 < kv_len; j0 += kAttnBlockKeys) {
     const int n = int(kv_len - j0 < kAttnBlockKeys ? kv_len - j0 : kAttnBlockKeys);
     // 0. Stage the block's rows into [key][G D]: each KV head's keys are one contiguous run of
     // the cache. The previous block's readers are past the barrier that ended it.
-    const int64_t at = (a.kv_start + j0) * a.kv_stride;
-    for (int i = c.tid; i < n * GD4; i += c.n_threads) {
-      const int j = i / GD4, v = i - j * GD4, g = v / D4;
-      const int64_t from = at + g * a.kv_head_stride + j * a.kv_stride + 4 * (v - g * D4);
-      cp_async16(smem_address(ks + (j * GD4 + (v ^ (j & 7))) * 4), a.k + from);
-      cp_async16(smem_address(vs + i * 4), a.v + from);
+    const T* k0 = kc + (a.kv_start + j0) * a.kv_stride;
+    const T* v0 = vc + (a.kv_start + j0) * a.kv_stride;
+    for (int i = c.tid; i < n * GDV; i += c.n_threads) {
+      const int j = i / GDV, v = i - j * GDV, g = v / DV;
+      const int64_t from = g * a.kv_head_stride + j * D + VE * (v - g * DV);
+      cp_async16(smem_address(ks + j * GDV + (v ^ (j & 7))), k0 + from);
+      cp_async16(smem_address(vs + i), v0 + from);
     }
     cp_async_commit();
     cp_async_wait_all();
@@ -698,24 +782,8 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
     // 1. Scores, head-major: a warp's lanes share a head (q broadcast) and take consecutive keys.
     for (int i = c.tid; i < H * n; i += c.n_threads) {
       const int h = i / n, j = i - h * n, g = h / R;
-      const float4* qh = reinterpret_cast<const float4*>(q + h * D);
-      const float4* kj = reinterpret_cast<const float4*>(ks) + j * GD4;
-      const int sw = j & 7;
-      float s0 = 0.0f, s1 = 0.0f;
-#pragma unroll 4
-      for (int v = 0; v < D4; v += 2) {
-        const float4 qa = qh[v], qb = qh[v + 1];
-        const float4 ka = kj[(g * D4 + v) ^ sw], kb = kj[(g * D4 + v + 1) ^ sw];
-        s0 = fmaf(qa.x, ka.x, s0);
-        s0 = fmaf(qa.y, ka.y, s0);
-        s0 = fmaf(qa.z, ka.z, s0);
-        s0 = fmaf(qa.w, ka.w, s0);
-        s1 = fmaf(qb.x, kb.x, s1);
-        s1 = fmaf(qb.y, kb.y, s1);
-        s1 = fmaf(qb.z, kb.z, s1);
-        s1 = fmaf(qb.w, kb.w, s1);
-      }
-      ps[h * kAttnBlockKeys + j] = (s0 + s1) * a.scale;
+      const uint4* kj = ks + j * GDV;
+      ps[h * kAttnBlockKeys + j] = block_score<BF16>(q + h * D, kj, g * DV, j & 7, D) * a.scale;
     }
     consumer_sync(c.n_threads);
     // 2. Softmax, a warp a head (n <= 64: two keys a lane).
@@ -751,15 +819,7 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
       if (i >= H * D) break;
       const int h = i / D, d = i - h * D, g = h / R;
       const float* ph = ps + h * kAttnBlockKeys;
-      const float* vd = vs + g * D + d;
-      float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      int j = 0;
-      for (; j + 4 <= n; j += 4) {
-#pragma unroll
-        for (int u = 0; u < 4; ++u) part[u] = fmaf(ph[j + u], vd[(j + u) * G * D], part[u]);
-      }
-      for (; j < n; ++j) part[0] = fmaf(ph[j], vd[j * G * D], part[0]);
-      acc[t] = rs[h] * acc[t] + ((part[0] + part[1]) + (part[2] + part[3]));
+      acc[t] = rs[h] * acc[t] + block_values(ph, reinterpret_cast<const T*>(vs) + g * D + d, G * D, n);
     }
     // The next block restages ks, vs and rewrites ps, rs. After the last one nothing is
     // rewritten (the output reads only ms and ls, final since the softmax barrier), so a
@@ -830,7 +890,7 @@ __device__ inline int attention_setup(const OpContext& c, AttentionShape& a, int
   const int64_t max_seq = k.rank == 3 ? k.shape[1] : 0;
   a = AttentionShape{p.head_dim, count, count / rep, p.head_dim, max_seq * p.head_dim,
                      p.kv_start, p.kv_len, p.scale, (p.flags & kAttnPartial) != 0,
-                     nullptr, nullptr, nullptr};
+                     k.dtype == AMK_DTYPE_BF16, nullptr, nullptr, nullptr};
   const amk_buffer_t& out = out_buf(c, 0);
   const int width = a.partial ? a.head_dim + 2 : a.head_dim;
   if (q.numel != int64_t(p.n_heads) * a.head_dim || k.rank != 3 || k.shape[0] != p.n_kv_heads ||
@@ -838,13 +898,15 @@ __device__ inline int attention_setup(const OpContext& c, AttentionShape& a, int
       v.shape[1] != k.shape[1] || v.shape[2] != k.shape[2] ||
       int64_t(p.kv_start) + p.kv_len > max_seq || out.numel != int64_t(a.n_heads) * width)
     return 4;
-  if (q.dtype != AMK_DTYPE_F32 || k.dtype != AMK_DTYPE_F32 || v.dtype != AMK_DTYPE_F32 ||
+  if (q.dtype != AMK_DTYPE_F32 || !is_f32_or_bf16(k.dtype) || v.dtype != k.dtype ||
       out.dtype != AMK_DTYPE_F32)
     return 5;
-  // The range's first query head and its first KV head's history.
+  // The range's first query head and its first KV head's history (BF16: a.k, a.v hold BF16
+  // bits; the offset is in bytes).
+  const int64_t head0 = int64_t(first / rep) * a.kv_head_stride * (a.bf16 ? 2 : 4);
   a.q = static_cast<const float*>(q.ptr) + int64_t(first) * a.head_dim;
-  a.k = static_cast<const float*>(k.ptr) + int64_t(first / rep) * a.kv_head_stride;
-  a.v = static_cast<const float*>(v.ptr) + int64_t(first / rep) * a.kv_head_stride;
+  a.k = reinterpret_cast<const float*>(static_cast<const char*>(k.ptr) + head0);
+  a.v = reinterpret_cast<const float*>(static_cast<const char*>(v.ptr) + head0);
   *first_head = first;
   return 0;
 }
@@ -864,7 +926,10 @@ __device__ __forceinline__ int attention_window(const amk_params_t& p, Attention
 __device__ inline void attention_run(const OpContext& c, const AttentionShape& a) {
   const bool vec4 = a.head_dim % 4 == 0 && is_aligned16(a.q) && is_aligned16(a.k) &&
                     is_aligned16(a.v);
-  if (vec4 && attention_block_fits(c, a)) return attention_block(c, a);
+  if (vec4 && attention_block_fits(c, a))
+    return a.bf16 ? attention_block<true>(c, a) : attention_block<false>(c, a);
+  // BF16 caches: the 64-key blocks or the warp path (the chunked path reads F32 rows only).
+  if (a.bf16) return attention_tile_impl<1, 8, 1, uint16_t>(c, a);
   bool staged = false;
   const int chunk = vec4 ? fast_attn_chunk(c, a, &staged) : 0;
   if (chunk > 0)
