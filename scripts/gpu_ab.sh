@@ -8,7 +8,8 @@
 #   scripts/gpu_ab.sh [--rounds N] [--check P,Q] --preset NAME [--preset NAME ...] BIN...
 #                     [-- BENCH_ARGS...]
 #
-# BIN: paths of amk binaries (the first one also generates the presets, once, under /tmp); each
+# BENCH_ARGS go to every `amk bench` (a 512-token context unless they name --context; the
+# checked positions come from --check). BIN: paths of amk binaries (the first one also generates the presets, once, under /tmp); each
 # finds its shared libraries in lib/ beside it (scripts/gpu_pack.sh's layout).
 # Writes $OUT/ab.tsv (preset, binary, round, µs/token, % of floor, check) and prints the median
 # per (preset, binary) with its ratio to the first binary.
@@ -30,14 +31,17 @@ out="${OUT:-$PWD/gpu-ab-out}"
 mkdir -p "$out"
 tsv="$out/ab.tsv"
 printf 'preset\tbinary\tround\tus_per_token\tpct_of_floor\tcheck\n' >"$tsv"
+# A 512-token context unless the bench arguments name one (--context 4096 --start-position ...).
+context=(--context 512)
+for a in "${extra[@]}"; do [[ $a == --context || $a == --context=* ]] && context=(); done
 for preset in "${presets[@]}"; do
   dir="/tmp/amk-ab-$preset"
   for ((r = 0; r < rounds; ++r)); do
     for b in "${bins[@]}"; do
       chmod +x "$b" 2>/dev/null
       json=$(mktemp /tmp/amk-ab.XXXXXX.json)
-      timeout 240 env LD_LIBRARY_PATH="$(dirname "$b")/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$b" bench --preset "$preset" --preset-dir "$dir" --context 512 --results /dev/null --json "$json" \
-        --check-positions "$check" "${extra[@]}" >"$out/log-$preset-$(basename "$b")-$r.txt" 2>&1
+      timeout 240 env LD_LIBRARY_PATH="$(dirname "$b")/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$b" bench --preset "$preset" --preset-dir "$dir" "${context[@]}" --results /dev/null --json "$json" \
+        --check-positions "$check" "${extra[@]}" >"$out/log-$preset-$(basename "$(dirname "$b")")-$r.txt" 2>&1
       python3 - "$json" "$preset" "$b" "$r" >>"$tsv" <<'PY'
 import json, sys
 try:
