@@ -46,6 +46,10 @@ class SeededKvValues {
  public:
   SeededKvValues(std::string_view cache_name, uint64_t seed);
   float operator()(int64_t element) const;
+  // Position t, KV head g, dim d of a cache of n_kv_heads x head_dim rows: the logical element.
+  float at(int64_t t, int64_t g, int64_t d, int64_t n_kv_heads, int64_t head_dim) const {
+    return (*this)((t * n_kv_heads + g) * head_dim + d);
+  }
 
  private:
   uint64_t base_;

@@ -125,8 +125,8 @@ int run_exec(const ExecOptions& options) {
   }
   int64_t kv_rows = -1;
   for (const Buffer& b : p.buffers)
-    if (b.kind == BufferKind::KV_CACHE && kv_cache_positions(b) >= 0)
-      kv_rows = kv_rows < 0 ? kv_cache_positions(b) : std::min(kv_rows, kv_cache_positions(b));
+    if (const int64_t rows = kv_cache_positions(b); b.kind == BufferKind::KV_CACHE && rows >= 0)
+      kv_rows = kv_rows < 0 ? rows : std::min(kv_rows, rows);
   if (kv_rows >= 0 && opt.pos >= kv_rows) {
     std::cerr << "amk: --pos " << opt.pos << " is past the program's KV cache of " << kv_rows
               << " rows (positions 0 to " << kv_rows - 1 << ")\n";

@@ -782,24 +782,26 @@ std::optional<long> parse_component(std::string_view s) {
   return x;
 }
 
+// The major and minor parts of a version "MAJOR.MINOR[.PATCH]" (minor empty when absent).
+std::string_view version_major(std::string_view s) { return s.substr(0, s.find('.')); }
+std::string_view version_minor(std::string_view s) {
+  const size_t dot = s.find('.');
+  if (dot == std::string_view::npos) return {};
+  s.remove_prefix(dot + 1);
+  return s.substr(0, s.find('.'));
+}
+
 std::string decode_version(const Value* v, const Path& p, std::string_view ours,
                            std::string_view what, Warnings& warnings) {
   if (!v) return std::string(ours);
   const std::string& file = get_string(*v, p);
-  const auto major = [](std::string_view s) { return s.substr(0, s.find('.')); };
-  const auto minor = [](std::string_view s) -> std::string_view {
-    const size_t dot = s.find('.');
-    if (dot == std::string_view::npos) return {};
-    s.remove_prefix(dot + 1);
-    return s.substr(0, s.find('.'));
-  };
   const std::string shown = printable(file.substr(0, kShortText));
-  if (major(file) != major(ours))
+  if (version_major(file) != version_major(ours))
     fail(p, std::string(what) + " major version mismatch: file " + shown + ", this build reads " +
-                std::string(major(ours)) + ".x");
-  const std::optional<long> file_minor = parse_component(minor(file));
-  const std::optional<long> our_minor = parse_component(minor(ours));
-  if (!minor(file).empty() && !file_minor)
+                std::string(version_major(ours)) + ".x");
+  const std::optional<long> file_minor = parse_component(version_minor(file));
+  const std::optional<long> our_minor = parse_component(version_minor(ours));
+  if (!version_minor(file).empty() && !file_minor)
     warnings.add(p, std::string(what) + " version " + shown +
                         " has a minor part this build cannot compare; loading it as " +
                         std::string(ours));
@@ -845,12 +847,9 @@ class RecordDecoder : public RecordSink {
 // state, never file data, so an older file's caches are read in the new layout by swapping
 // their first two dimensions: the program computes what it computed before.
 void upgrade_kv_cache_layout(Program& prog, const Path& root, Warnings& warnings) {
-  const std::string_view v = prog.ir_version;
-  if (v.substr(0, v.find('.')) != "0") return;  // another major version was refused already
-  const size_t dot = v.find('.');
-  const std::optional<long> minor =
-      dot == std::string_view::npos ? std::nullopt
-                                    : parse_component(v.substr(dot + 1, v.find('.', dot + 1) - dot - 1));
+  // Another major version was refused already; an unreadable minor loads as this build's.
+  if (version_major(prog.ir_version) != "0") return;
+  const std::optional<long> minor = parse_component(version_minor(prog.ir_version));
   if (!minor || *minor >= 8) return;
   const Path buffers = root.child("buffers");
   for (size_t i = 0; i < prog.buffers.size(); ++i) {

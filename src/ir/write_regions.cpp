@@ -49,7 +49,6 @@ WriteRegion write_region(const Program& program, const Task& task, int64_t buffe
     const auto nb = static_cast<int64_t>(program.buffers.size());
     if (in0 < 0 || in0 >= nb || in1 < 0 || in1 >= nb) return r;
     const Buffer& cache = program.buffers[static_cast<size_t>(in1)];
-    if (cache.shape.empty()) return r;
     if (cache.shape.size() != 3) return r;
     int64_t row = 1;
     for (const size_t i : {size_t(0), size_t(2)})

@@ -22,6 +22,18 @@ namespace amk {
 
 namespace {
 
+// The WEIGHT dtype a lowering of this checkpoint gives a tensor stored as `t` (nullopt for a
+// dtype the lowering does not take as stored): make_cpu_decoder's reference program and the
+// fast decoder's cache rounding both follow the embedding's.
+std::optional<DType> lowered_weight_dtype(const TensorView& t) {
+  switch (t.dtype) {
+    case StDType::F32: return DType::F32;
+    case StDType::F16: return DType::F16;
+    case StDType::BF16: return DType::BF16;
+    default: return std::nullopt;
+  }
+}
+
 // GEMV rows are claimed by threads in multiples of this many, so two threads never write one
 // cache line of the output (16 floats = 64 bytes).
 constexpr int64_t kRowBlock = 16;
@@ -143,8 +155,7 @@ FastCpuDecoder::FastCpuDecoder(const Checkpoint& checkpoint, int64_t max_context
   // The weights' dtype as a lowering of this checkpoint sees it (make_cpu_decoder's reference
   // program takes the embedding's as stored), hence the caches': not the CPU storage option,
   // which only changes how the products are computed.
-  m.kv_bf16 = kv_cache_dtype(embed.dtype == StDType::BF16 ? DType::BF16 : DType::F32) ==
-              DType::BF16;
+  m.kv_bf16 = kv_cache_dtype(lowered_weight_dtype(embed).value_or(DType::F32)) == DType::BF16;
   for (int64_t l = 0; l < L; ++l) {
     progress.update(l);
     const std::string p = fmt::format("model.layers.{}.", l);
@@ -339,14 +350,14 @@ void FastCpuDecoder::seek(int64_t position, uint64_t seed) {
   const int64_t HD = c.head_dim, NKV = c.num_key_value_heads;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l)
     for (const char which : {'k', 'v'}) {
-      // seeded_kv_state's values: keyed by the logical element (t, g, d), (t * NKV + g) * HD + d.
+      // seeded_kv_state's values, keyed by the logical element (t, g, d).
       const SeededKvValues seeded(kv_cache_name(l, which), seed);
       std::vector<float>& cache = which == 'k' ? m.k_cache : m.v_cache;
       for (int64_t g = 0; g < NKV; ++g) {
         float* head = m.cache_head(cache, l, g, max_context_);
         for (int64_t t = 0; t < position; ++t)
           for (int64_t d = 0; d < HD; ++d)
-            head[t * HD + d] = m.cached(seeded((t * NKV + g) * HD + d));
+            head[t * HD + d] = m.cached(seeded.at(t, g, d, NKV, HD));
       }
     }
   m.cache_rows_used = position;
@@ -361,12 +372,7 @@ std::unique_ptr<Decoder> make_cpu_decoder(const Checkpoint& checkpoint, int64_t 
   const GpuTarget& target = *find_target("h100");
   std::optional<DType> weight_dtype;
   if (const TensorView* e = checkpoint.find("model.embed_tokens.weight"))
-    switch (e->dtype) {
-      case StDType::F32: weight_dtype = DType::F32; break;
-      case StDType::F16: weight_dtype = DType::F16; break;
-      case StDType::BF16: weight_dtype = DType::BF16; break;
-      default: break;
-    }
+    weight_dtype = lowered_weight_dtype(*e);
   return std::make_unique<ReferenceDecoder>(
       checkpoint, lower(c, default_schedule_config(c, target, max_context), target, max_context,
                         weight_dtype));

@@ -94,7 +94,7 @@ std::vector<std::pair<int64_t, Tensor>> seeded_kv_state(const Program& program, 
       for (int64_t g = 0; g < n_kv; ++g)
         for (int64_t d = 0; d < head_dim; ++d)
           values[size_t(kv_cache_offset(max_seq, head_dim, g, t, d))] =
-              seeded((t * n_kv + g) * head_dim + d);
+              seeded.at(t, g, d, n_kv, head_dim);
     state.emplace_back(b.id, Tensor::from_floats(b.dtype, b.shape, values));
   }
   return state;
