@@ -11,6 +11,9 @@ namespace {
 // core soon after decoding stops.
 constexpr int kIdlePolls = 4000;
 
+// The chunk index of a closed counter: past the end of any job, so no claim succeeds.
+constexpr uint64_t kClosed = 0xffffffffu;
+
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -35,14 +38,16 @@ void CpuWorkerPool::work_on(uint32_t generation, int member) {
   for (;;) {
     uint64_t state = claim_.load(std::memory_order_acquire);
     if (uint32_t(state >> 32) != generation) return;
-    // Read the job, then claim: a successful claim proves no new job was published in between,
-    // so what was read is this generation's job.
     const Task task = task_.load(std::memory_order_relaxed);
     void* const context = context_.load(std::memory_order_relaxed);
     const int64_t count = count_.load(std::memory_order_relaxed);
     const int64_t chunk = chunk_.load(std::memory_order_relaxed);
+    // Pairs with dispatch's release fence: if any of the four reads saw the next job's value,
+    // the counter was closed before it, and the claim below fails. A successful claim therefore
+    // proves all four belong to this generation's job.
+    std::atomic_thread_fence(std::memory_order_acquire);
     const auto index = int64_t(state & 0xffffffffu);
-    if (index * chunk >= count) return;
+    if (index >= (count + chunk - 1) / chunk) return;
     if (!claim_.compare_exchange_weak(state, state + 1, std::memory_order_acq_rel)) continue;
     const int64_t begin = index * chunk, end = std::min(count, begin + chunk);
     task(context, begin, end, member);
@@ -57,12 +62,18 @@ void CpuWorkerPool::dispatch(int64_t count, int64_t chunk, Task task, void* cont
     task(context, 0, count, 0);
     return;
   }
+  const uint32_t generation = uint32_t(claim_.load(std::memory_order_relaxed) >> 32) + 1;
+  // Close the finished job's counter before writing the new job. A member that read the old
+  // counter (every chunk claimed) and then this job's larger size would otherwise claim "the
+  // next chunk" of a job not yet published, and run it twice: measured, an accumulating GEMV
+  // counted twice (tests/test_cpu_worker_pool.cpp).
+  claim_.store(uint64_t(generation) << 32 | kClosed, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
   task_.store(task, std::memory_order_relaxed);
   context_.store(context, std::memory_order_relaxed);
   count_.store(count, std::memory_order_relaxed);
   chunk_.store(chunk, std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
-  const uint32_t generation = uint32_t(claim_.load(std::memory_order_relaxed) >> 32) + 1;
   // The release publishes the job to every member whose claim acquires the new state.
   claim_.store(uint64_t(generation) << 32, std::memory_order_release);
   wake_.store(generation, std::memory_order_release);

@@ -48,8 +48,9 @@ class CpuWorkerPool {
   void worker_loop(int member);
 
   std::vector<std::thread> workers_;
-  // The job. Written by the caller only while no chunk of any job is claimable, read by workers
-  // before a claim that then proves them current; atomic so that a stale read is no data race.
+  // The job. Written by the caller only after closing the counter (no chunk of any job
+  // claimable), read by workers before a claim that then proves them current; atomic so that a
+  // stale read is no data race.
   std::atomic<Task> task_{nullptr};
   std::atomic<void*> context_{nullptr};
   std::atomic<int64_t> count_{0}, chunk_{1};
