@@ -38,14 +38,13 @@ void CpuWorkerPool::work_on(uint32_t generation, int member) {
   for (;;) {
     uint64_t state = claim_.load(std::memory_order_acquire);
     if (uint32_t(state >> 32) != generation) return;
-    const Task task = task_.load(std::memory_order_relaxed);
-    void* const context = context_.load(std::memory_order_relaxed);
-    const int64_t count = count_.load(std::memory_order_relaxed);
-    const int64_t chunk = chunk_.load(std::memory_order_relaxed);
-    // Pairs with dispatch's release fence: if any of the four reads saw the next job's value,
-    // the counter was closed before it, and the claim below fails. A successful claim therefore
-    // proves all four belong to this generation's job.
-    std::atomic_thread_fence(std::memory_order_acquire);
+    // Acquire loads of dispatch's release stores: if any of the four reads the next job's value,
+    // the counter was closed before it was written, so the claim below reads the closed counter
+    // (or later) and fails. A successful claim therefore proves all four are this job's.
+    const Task task = task_.load(std::memory_order_acquire);
+    void* const context = context_.load(std::memory_order_acquire);
+    const int64_t count = count_.load(std::memory_order_acquire);
+    const int64_t chunk = chunk_.load(std::memory_order_acquire);
     const auto index = int64_t(state & 0xffffffffu);
     if (index >= (count + chunk - 1) / chunk) return;
     if (!claim_.compare_exchange_weak(state, state + 1, std::memory_order_acq_rel)) continue;
@@ -68,11 +67,10 @@ void CpuWorkerPool::dispatch(int64_t count, int64_t chunk, Task task, void* cont
   // next chunk" of a job not yet published, and run it twice: measured, an accumulating GEMV
   // counted twice (tests/test_cpu_worker_pool.cpp).
   claim_.store(uint64_t(generation) << 32 | kClosed, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  task_.store(task, std::memory_order_relaxed);
-  context_.store(context, std::memory_order_relaxed);
-  count_.store(count, std::memory_order_relaxed);
-  chunk_.store(chunk, std::memory_order_relaxed);
+  task_.store(task, std::memory_order_release);
+  context_.store(context, std::memory_order_release);
+  count_.store(count, std::memory_order_release);
+  chunk_.store(chunk, std::memory_order_release);
   done_.store(0, std::memory_order_relaxed);
   // The release publishes the job to every member whose claim acquires the new state.
   claim_.store(uint64_t(generation) << 32, std::memory_order_release);
