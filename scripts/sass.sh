@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Runs HERE (no GPU needed): the megakernel's resource report and SASS, read the way
+# bench/RESULTS.md asks (16-byte loads, no local memory, no spills). The CUDA toolkit on the build
+# machine has nvcc and ptxas but no disassembler, so this fetches NVIDIA's cuobjdump and nvdisasm
+# wheels from PyPI once into the cache folder (nothing is committed) and reads the compiled object.
+#
+#   scripts/sass.sh [--object FILE] [--dump DIR]
+#
+#   --object FILE  a CUDA object or cubin (default: build/'s megakernel.cu.o; build it first)
+#   --dump DIR     also write each kernel's SASS with source lines to DIR/KERNEL.sass
+#
+# Prints, per kernel (one per consumer-thread build): registers, stack, instructions and text
+# bytes; local-memory instructions, split into register spills (ptxas marks them SpillRefill) and
+# local arrays; global loads by width; and the source lines of every local-memory instruction.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+object=build/CMakeFiles/amk_cuda.dir/src/vm/cuda/megakernel.cu.o
+dump=""
+while (($#)); do
+  case "$1" in
+    --object) object="${2:?--object needs a file}"; shift 2 ;;
+    --dump) dump="${2:?--dump needs a folder}"; shift 2 ;;
+    *) echo "sass: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+[[ -f "$object" ]] || { echo "sass: no object '$object' (build the CUDA VM first)" >&2; exit 1; }
+
+tools="${AMK_CACHE_DIR:-$HOME/.cache/amk}/tools/cuda-binutils"
+version=13.5.37
+if [[ ! -f "$tools/.done-$version" ]]; then
+  python="$(./scripts/pyenv.sh)"
+  rm -rf "$tools" && mkdir -p "$tools"
+  for pkg in nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm; do
+    "$python" -m pip download -q --disable-pip-version-check --no-deps -d "$tools" "$pkg==$version" >&2
+  done
+  for whl in "$tools"/*.whl; do "$python" -m zipfile -e "$whl" "$tools/x" >&2; done
+  chmod +x "$tools"/x/nvidia/cu*/bin/*
+  touch "$tools/.done-$version"
+fi
+bin="$(dirname "$(ls "$tools"/x/nvidia/cu*/bin/nvdisasm)")"
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+if [[ "$object" == *.cubin ]]; then
+  cp "$object" "$work/k.cubin"
+else
+  (cd "$work" && "$bin/cuobjdump" -xelf all "$(realpath -m "$OLDPWD/$object")" >/dev/null)
+  mv "$(ls "$work"/*.cubin | head -1)" "$work/k.cubin"
+fi
+"$bin/cuobjdump" -res-usage "$work/k.cubin" >"$work/res.txt"
+"$bin/nvdisasm" -g -c "$work/k.cubin" >"$work/all.sass"
+[[ -n "$dump" ]] && mkdir -p "$dump"
+
+# One awk pass per kernel: its .text section runs from its label to the next kernel's.
+mapfile -t kernels < <(grep -oE '^\.text\.[A-Za-z0-9_]+:' "$work/all.sass" | sed 's/^\.text\.//; s/:$//')
+printf '%-34s %5s %6s %8s %9s %7s %7s %6s %6s %6s %6s\n' kernel regs stack instrs text_KB spills localarr LDG128 LDG64 LDG32 LDGSTS
+for k in "${kernels[@]}"; do
+  awk -v k="$k" '$0 ~ "^\\.text\\."k":" {f=1; next} /^\.text\./ {f=0} f' "$work/all.sass" >"$work/k.sass"
+  [[ -n "$dump" ]] && cp "$work/k.sass" "$dump/$k.sass"
+  regs=$(grep -A1 "Function $k:" "$work/res.txt" | grep -oE 'REG:[0-9]+' | cut -d: -f2)
+  stack=$(grep -A1 "Function $k:" "$work/res.txt" | grep -oE 'STACK:[0-9]+' | cut -d: -f2)
+  instrs=$(grep -cE '^\s+/\*[0-9a-f]{4,}\*/' "$work/k.sass" || true)
+  spills=$(grep -E '\b(STL|LDL)' "$work/k.sass" | grep -c 'SpillRefill' || true)
+  local_all=$(grep -cE '\b(STL|LDL)' "$work/k.sass" || true)
+  ldg128=$(grep -cE '\bLDG\.[A-Z0-9.]*128' "$work/k.sass" || true)
+  ldg64=$(grep -cE '\bLDG\.[A-Z0-9.]*64' "$work/k.sass" || true)
+  ldg_all=$(grep -cE '\bLDG(\.|\s)' "$work/k.sass" || true)
+  ldgsts=$(grep -cE '\bLDGSTS' "$work/k.sass" || true)
+  name="$(c++filt "$k" 2>/dev/null | sed 's/(.*//; s/^amk::cuda:://')"
+  printf '%-34s %5s %6s %8s %9.1f %7s %7s %6s %6s %6s %6s\n' "$name" "$regs" "$stack" "$instrs" \
+    "$(echo "$instrs * 16 / 1024" | bc -l)" "$spills" "$((local_all - spills))" "$ldg128" "$ldg64" \
+    "$((ldg_all - ldg128 - ldg64))" "$ldgsts"
+  awk '/\/\/## File/ {loc = $0} /[^A-Z](STL|LDL)[. ]/ {print loc (/SpillRefill/ ? " (spill)" : " (local array)")}' \
+    "$work/k.sass" | sed -E 's/.*"([^"]*)", line ([0-9]+).*\((spill|local array)\)$/\1:\2 \3/; s|^.*/src/|src/|' |
+    sort | uniq -c | sort -rn | awk 'NR <= 8 {print "    " $0}'
+done
