@@ -25,6 +25,7 @@ while (($#)); do
   esac
 done
 [[ -f "$object" ]] || { echo "sass: no object '$object' (build the CUDA VM first)" >&2; exit 1; }
+object="$(realpath "$object")"
 
 tools="${AMK_CACHE_DIR:-$HOME/.cache/amk}/tools/cuda-binutils"
 version=13.5.37
@@ -45,8 +46,10 @@ trap 'rm -rf "$work"' EXIT
 if [[ "$object" == *.cubin ]]; then
   cp "$object" "$work/k.cubin"
 else
-  (cd "$work" && "$bin/cuobjdump" -xelf all "$(realpath -m "$OLDPWD/$object")" >/dev/null)
-  mv "$(ls "$work"/*.cubin | head -1)" "$work/k.cubin"
+  (cd "$work" && "$bin/cuobjdump" -xelf all "$object" >/dev/null)
+  cubins=("$work"/*.cubin)
+  [[ -f "${cubins[0]}" ]] || { echo "sass: '$object' holds no cubin" >&2; exit 1; }
+  mv "${cubins[0]}" "$work/k.cubin"
 fi
 "$bin/cuobjdump" -res-usage "$work/k.cubin" >"$work/res.txt"
 "$bin/nvdisasm" -g -c "$work/k.cubin" >"$work/all.sass"
