@@ -57,12 +57,13 @@ fi
 
 # One awk pass per kernel: its .text section runs from its label to the next kernel's.
 mapfile -t kernels < <(grep -oE '^\.text\.[A-Za-z0-9_]+:' "$work/all.sass" | sed 's/^\.text\.//; s/:$//')
-printf '%-34s %5s %6s %8s %9s %7s %7s %6s %6s %6s %6s\n' kernel regs stack instrs text_KB spills localarr LDG128 LDG64 LDG32 LDGSTS
+printf '%-34s %5s %6s %8s %9s %7s %7s %6s %6s %7s %6s\n' kernel regs stack instrs text_KB spills localarr LDG128 LDG64 'LDG<=32' LDGSTS
 for k in "${kernels[@]}"; do
   awk -v k="$k" '$0 ~ "^\\.text\\."k":" {f=1; next} /^\.text\./ {f=0} f' "$work/all.sass" >"$work/k.sass"
   [[ -n "$dump" ]] && cp "$work/k.sass" "$dump/$k.sass"
-  regs=$(grep -A1 "Function $k:" "$work/res.txt" | grep -oE 'REG:[0-9]+' | cut -d: -f2)
-  stack=$(grep -A1 "Function $k:" "$work/res.txt" | grep -oE 'STACK:[0-9]+' | cut -d: -f2)
+  usage=$(grep -A1 "Function $k:" "$work/res.txt" | tail -1)
+  regs=$(grep -oE 'REG:[0-9]+' <<<"$usage" | cut -d: -f2)
+  stack=$(grep -oE 'STACK:[0-9]+' <<<"$usage" | cut -d: -f2)
   instrs=$(grep -cE '^\s+/\*[0-9a-f]{4,}\*/' "$work/k.sass" || true)
   spills=$(grep -E '\b(STL|LDL)' "$work/k.sass" | grep -c 'SpillRefill' || true)
   local_all=$(grep -cE '\b(STL|LDL)' "$work/k.sass" || true)
@@ -71,9 +72,9 @@ for k in "${kernels[@]}"; do
   ldg_all=$(grep -cE '\bLDG(\.|\s)' "$work/k.sass" || true)
   ldgsts=$(grep -cE '\bLDGSTS' "$work/k.sass" || true)
   name="$(c++filt "$k" 2>/dev/null | sed 's/(.*//; s/^amk::cuda:://')"
-  printf '%-34s %5s %6s %8s %9.1f %7s %7s %6s %6s %6s %6s\n' "$name" "$regs" "$stack" "$instrs" \
-    "$(echo "$instrs * 16 / 1024" | bc -l)" "$spills" "$((local_all - spills))" "$ldg128" "$ldg64" \
-    "$((ldg_all - ldg128 - ldg64))" "$ldgsts"
+  printf '%-34s %5s %6s %8s %9s %7s %7s %6s %6s %7s %6s\n' "$name" "$regs" "$stack" "$instrs" \
+    "$(awk -v n="$instrs" 'BEGIN {printf "%.1f", n * 16 / 1024}')" "$spills" \
+    "$((local_all - spills))" "$ldg128" "$ldg64" "$((ldg_all - ldg128 - ldg64))" "$ldgsts"
   awk '/\/\/## File/ {loc = $0} /[^A-Z](STL|LDL)[. ]/ {print loc (/SpillRefill/ ? " (spill)" : " (local array)")}' \
     "$work/k.sass" | sed -E 's/.*"([^"]*)", line ([0-9]+).*\((spill|local array)\)$/\1:\2 \3/; s|^.*/src/|src/|' |
     sort | uniq -c | sort -rn | awk 'NR <= 8 {print "    " $0}'

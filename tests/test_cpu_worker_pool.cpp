@@ -2,8 +2,10 @@
 // member whose scratch index is in range, however the jobs' sizes and chunkings alternate.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <iterator>
 #include <vector>
 
 #include "runtime/cpu_worker_pool.h"
