@@ -6,7 +6,9 @@
 # manifest of the cases for scripts/sim_calibrate.sh (run it here or on the CPU machine).
 #
 #   scripts/sim_collect.sh --prebuilt DIR [--models "llama-3.2-1b qwen3-0.6b smollm2-135m"]
-#                          [--variants N] [--tokens N] [--no-profile]
+#                          [--variants N] [--tokens N] [--no-profile] [--dry-run]
+#
+# --dry-run (no GPU needed) writes the configs and prints the simulator's prediction of each.
 #
 # Output under $OUT (or ./sim-collect-out): configs/MODEL-VARIANT.json, bench/MODEL-VARIANT.json,
 # prof/MODEL-VARIANT.tsv, results.tsv and cases.tsv (the manifest, paths relative to it).
@@ -15,7 +17,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
 prebuilt="" models="llama-3.2-1b qwen3-0.6b smollm2-135m" max_variants=99 profile=1 gpu=auto
-tokens=256
+tokens=256 dry=0
 context=512  # the context the incumbent is derived for and every bench lowers
 while (($#)); do
   case "$1" in
@@ -25,11 +27,12 @@ while (($#)); do
     --gpu) gpu="${2:?}"; shift 2 ;;
     --tokens) tokens="${2:?}"; shift 2 ;;
     --no-profile) profile=0; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --dry-run) dry=1; shift ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "unknown option '$1'"; exit 2 ;;
   esac
 done
-[[ -n "$prebuilt" ]] || { sed -n '2,14p' "$0"; exit 2; }
+[[ -n "$prebuilt" ]] || { sed -n '2,16p' "$0"; exit 2; }
 amk="$(cd "$prebuilt" && pwd)/amk"
 out="${OUT:-$PWD/sim-collect-out}"
 mkdir -p "$out/configs" "$out/bench" "$out/prof"
@@ -41,25 +44,29 @@ variants=(
   derived
   pipelining_depth=0
   pipelining_depth=1
-  pipelining_depth=2
   pipelining_depth=8
-  stream_bytes_in_flight=16384
-  stream_bytes_in_flight=65536
+  stream_bytes_in_flight=32768
+  stream_bytes_in_flight=131072
+  stream_prefetch_bytes_in_flight=16384
+  stream_prefetch_bytes_in_flight=65536
   stream_chunk_bytes=16384
-  tile:gate_proj,up_proj*2
-  tile:gate_proj,up_proj*4
+  tile:gate_proj*2
+  tile:gate_proj*4
+  tile:gate_proj/2
   tile:down_proj*2
+  tile:down_proj/2
   tile:o_proj*2
+  tile:o_proj/2
   tile:q_proj,k_proj,v_proj*2
-  tile:q_proj,k_proj,v_proj*4
+  tile:q_proj,k_proj,v_proj/2
   tile:lm_head/2
   tile:lm_head*2
   tiling.attention.kv_block=128
+  tiling.attention.kv_block=32
   sm_assignment=load_balance
-  tile:sample_argmax*4
-  page_allocation=none
+  sm_assignment=critical_path
   threads_per_block=flip
-  smem_bytes_per_block=0
+  unfuse:rmsnorm+gemv
   kept
 )
 for model in $models; do
@@ -72,7 +79,7 @@ for model in $models; do
     ((n >= max_variants)) && break
     [[ $v == kept && ! -f bench/configs/$model.json ]] && continue
     n=$((n + 1))
-    name=$(echo "$v" | sed 's/\*/-x/; s:/:-div:' | tr ':,=' '-_-')
+    name=$(echo "$v" | sed 's/\*/-x/; s:/:-div:' | tr ':,=+' '-_-_')
     cfg="$out/configs/$model-$name.json"
     python3 - "$base" "$cfg" "$v" "bench/configs/$model.json" <<'PY' || { echo "bad variant $v"; exit 2; }
 import json, sys
@@ -82,6 +89,8 @@ if v == "kept":
     c = json.load(open(kept))
 elif v == "threads_per_block=flip":
     c["threads_per_block"] = 256 if c.get("threads_per_block", 256) == 192 else 192
+elif v.startswith("unfuse:"):
+    c["fusion_grouping"] = [g for g in c["fusion_grouping"] if "+".join(g) != v[7:]]
 elif v.startswith("tile:"):
     spec = v[5:]
     op = "*" if "*" in spec else "/"
@@ -99,6 +108,12 @@ elif v != "derived":
     d[leaf] = int(val) if val.lstrip("-").isdigit() else val
 json.dump(c, open(dst, "w"), indent=1)
 PY
+    if ((dry)); then  # no GPU: check that the variant lowers, and print the simulator's prediction
+      printf '%-14s %-40s ' "$model" "$v"
+      "$amk" sim "$model" --gpu "${gpu/auto/h100}" --max-context "$context" --config "$cfg" 2>&1 |
+        grep -E '^predicted|error|rejected' | head -1
+      continue
+    fi
     bench="$out/bench/$model-$name.json"
     prof="$out/prof/$model-$name.tsv"
     popt=()
