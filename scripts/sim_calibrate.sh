@@ -5,7 +5,8 @@
 # GPU needed): it lowers the programs again from the presets and configs the manifest names.
 #
 #   scripts/sim_calibrate.sh --amk PATH/amk --manifest DIR/cases.tsv [--gpu h100] [--out DIR]
-#                            [--max-evals N] [--profile-weight W] [--free a,b,c] [--start JSON]
+#                            [--max-evals N] [--profile-weight W] [--relative-weight W] [--free a,b,c]
+#                            [--start JSON]
 #
 # Output under --out (default ./sim-calibrate-out): fit-without-GROUP.json, score-GROUP.json,
 # GPU.sim.json (the fit on all cases) and summary.txt (the held-out table).
@@ -18,12 +19,12 @@ while (($#)); do
     --manifest) manifest="${2:?}"; shift 2 ;;
     --gpu) gpu="${2:?}"; shift 2 ;;
     --out) out="${2:?}"; shift 2 ;;
-    --max-evals|--profile-weight|--free|--start) fitopt+=("$1" "${2:?}"); shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --max-evals|--profile-weight|--relative-weight|--free|--start) fitopt+=("$1" "${2:?}"); shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "unknown option '$1'"; exit 2 ;;
   esac
 done
-[[ -n "$amk" && -n "$manifest" ]] || { sed -n '2,12p' "$0"; exit 2; }
+[[ -n "$amk" && -n "$manifest" ]] || { sed -n '2,13p' "$0"; exit 2; }
 [[ -x "$amk" ]] || { echo "not an executable: $amk"; exit 2; }
 [[ -f "$manifest" ]] || { echo "no manifest: $manifest"; exit 2; }
 mkdir -p "$out"

@@ -203,6 +203,48 @@ TEST(SimFit, RecoversKnownConstantsFromMeasurementsTheSimulatorMade) {
     EXPECT_NEAR(fit.predicted_us[i] / cases[i].measured_us, 1.0, 0.01);
 }
 
+// The objective weighs each model's knob effects apart from its level: a case set off by one
+// factor everywhere costs only that factor's squared log; off by different factors, it costs
+// their mean squared log plus relative_weight x their spread around the group's mean.
+TEST(SimFit, KnobEffectTermSeesOnlyTheSpreadWithinAGroup) {
+  const SimConstants c = constants_for(h100());
+  const ModelConfig m = parse_model_config(model_preset_config("smollm2-135m", "bfloat16"), "s");
+  ScheduleConfig base = default_schedule_config(m, h100(), 512);
+  ScheduleConfig unfused = base;
+  unfused.fusion_grouping.clear();
+  std::vector<SimCase> cases;
+  for (const ScheduleConfig& cfg : {base, unfused}) {
+    SimCase sc;
+    sc.name = "c" + std::to_string(cases.size());
+    sc.group = "smollm2";
+    sc.target = h100();
+    sc.program = lower(m, cfg, h100(), 512, DType::BF16);
+    sc.position = 192;
+    sc.measured_us = simulate_step(sc.program, h100(), c, SimOptions{192, 2}).step_us;
+    cases.push_back(std::move(sc));
+  }
+  ASSERT_NE(cases[0].measured_us, cases[1].measured_us);  // two different programs
+  FitOptions o;
+  o.free = {"hop_us"};
+  o.max_evaluations = 2;
+  o.relative_weight = 3.0;
+  // Measured 1.2x the prediction on both: no spread, so no knob-effect cost.
+  std::vector<SimCase> same = cases;
+  for (SimCase& sc : same) sc.measured_us *= 1.2;
+  const double l = std::log(1.2);
+  EXPECT_NEAR(fit_constants(same, c, o).start_objective, l * l, 1e-9);
+  // 1.1x and 1.3x: mean of the squares plus 3 x the squared deviations from their mean.
+  std::vector<SimCase> apart = cases;
+  apart[0].measured_us *= 1.1;
+  apart[1].measured_us *= 1.3;
+  const double a = std::log(1.1), b = std::log(1.3), mid = (a + b) / 2;
+  const double expected =
+      (a * a + b * b) / 2 + 3.0 * ((a - mid) * (a - mid) + (b - mid) * (b - mid)) / 2;
+  EXPECT_NEAR(fit_constants(apart, c, o).start_objective, expected, 1e-9);
+  o.relative_weight = 0;
+  EXPECT_NEAR(fit_constants(apart, c, o).start_objective, (a * a + b * b) / 2, 1e-9);
+}
+
 TEST(SimFit, RefusesNothingToFitAndUnknownConstants) {
   std::vector<SimCase> none(1);
   none[0].program = small_program();

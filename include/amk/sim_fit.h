@@ -60,6 +60,10 @@ struct FitOptions {
   std::vector<std::string> free;   // constants to fit (default: every fitted constant)
   int max_evaluations = 800;       // of the objective (each simulates every case)
   double profile_weight = 0.5;     // weight of the profile terms against the µs/token terms
+  // Weight of the knob-effect term: each timed case's log error less its group's mean log
+  // error, squared. A search ranks configs of one model, so what a constant must get right is
+  // how much each knob moves that model's step, more than the step's level.
+  double relative_weight = 2.0;
   int threads = 0;                 // cases simulated in parallel (0: the hardware's)
   double tolerance = 1e-5;         // stop when the simplex's objective spread is below this
 };
@@ -73,9 +77,10 @@ struct FitResult {
 };
 
 // Nelder-Mead on the logarithms of the free constants (so they stay positive and a factor is a
-// step), minimising mean over cases with a µs/token of log(pred / measured)^2, plus
-// profile_weight x the mean over profiled stages of the same for their median op and body times
-// and the step span. Throws std::invalid_argument when no case has anything to fit against or a
+// step), minimising mean over cases with a µs/token of e_i^2 with e_i = log(pred / measured),
+// plus relative_weight x the mean over those cases of (e_i - mean of e over the case's group)^2
+// (groups of at least 2 timed cases), plus profile_weight x the mean over profiled stages of
+// the same log error for their median op and body times and the step span. Throws std::invalid_argument when no case has anything to fit against or a
 // free name is not a fitted constant.
 FitResult fit_constants(const std::vector<SimCase>& cases, const SimConstants& start,
                         const FitOptions& options = {});

@@ -240,6 +240,7 @@ struct CalibrationOptions {
   std::vector<std::string> groups, exclude_groups;
   int max_evaluations = 800, threads = 0;
   double profile_weight = 0.5;
+  double relative_weight = sim::FitOptions{}.relative_weight;
 };
 
 // The manifest's cases, less the groups left out (or only the groups named). Prints why not.
@@ -331,6 +332,7 @@ int run_sim_fit(const CalibrationOptions& opt) {
   fo.free = split_names(opt.free);
   fo.max_evaluations = opt.max_evaluations;
   fo.profile_weight = opt.profile_weight;
+  fo.relative_weight = opt.relative_weight;
   fo.threads = opt.threads;
   size_t profiles = 0;
   for (const auto& c : *cases) profiles += c.profiles.size();
@@ -470,6 +472,10 @@ void add_sim_command(CLI::App& app, Action& action) {
   f->add_option("--free", fit->free, "Comma-separated constants to fit (default: all)");
   f->add_option("--max-evals", fit->max_evaluations, "Objective evaluations at most")
       ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  f->add_option("--relative-weight", fit->relative_weight,
+                "Weight of the knob-effect term (each case's log error less its model's mean)")
+      ->check(CLI::Range(0.0, 100.0))
       ->capture_default_str();
   f->add_option("--profile-weight", fit->profile_weight,
                 "Weight of the profiles' per-stage terms against the µs/token terms")

@@ -87,8 +87,10 @@ struct Job {
 
 class Objective {
  public:
-  Objective(const std::vector<SimCase>& cases, double profile_weight, int threads)
-      : cases_(cases), weight_(profile_weight), threads_(threads) {
+  Objective(const std::vector<SimCase>& cases, double profile_weight, double relative_weight,
+            int threads)
+      : cases_(cases), weight_(profile_weight), relative_weight_(relative_weight),
+        threads_(threads) {
     prepared_.resize(cases.size());
     for (size_t i = 0; i < cases.size(); ++i) {
       const SimCase& c = cases[i];
@@ -111,7 +113,8 @@ class Objective {
   // Mean squared log error of the µs/token, plus the weighted profile terms; +inf when a
   // simulation fails.
   double operator()(const SimConstants& c, std::vector<double>* predicted = nullptr) const {
-    std::vector<double> error(jobs_.size(), 0.0), step(jobs_.size(), 0.0);
+    std::vector<double> error(jobs_.size(), 0.0), step(jobs_.size(), 0.0),
+        log_error(jobs_.size(), 0.0);
     std::atomic<bool> failed{false};
     parallel_for(jobs_.size(), threads_, [&](size_t j) {
       const Job& job = jobs_[j];
@@ -121,6 +124,7 @@ class Objective {
           const SimResult r = simulate(*p.timing, c);
           step[j] = r.step_us;
           const double e = std::log(r.step_us / cases_[job.case_index].measured_us);
+          log_error[j] = e;
           error[j] = e * e;
         } else {
           const SimResult r = simulate(*p.profiles[size_t(job.profile)], c);
@@ -150,7 +154,7 @@ class Objective {
       }
     }
     double total = 0;
-    if (n_timing) total += timing / double(n_timing);
+    if (n_timing) total += timing / double(n_timing) + relative_weight_ * relative(log_error);
     if (n_profile) total += (n_timing ? weight_ : 1.0) * profile / double(n_profile);
     return total;
   }
@@ -180,8 +184,32 @@ class Objective {
     return n ? 0.5 * sum / double(n) + 0.5 * e * e : e * e;
   }
 
+  // Mean over the timed cases of groups with at least two of them of (e_i - the group's mean e)^2:
+  // the knob effects' error, blind to each model's level.
+  double relative(const std::vector<double>& log_error) const {
+    std::unordered_map<std::string, std::pair<double, int>> mean;
+    for (size_t j = 0; j < jobs_.size(); ++j) {
+      if (jobs_[j].profile >= 0) continue;
+      auto& [sum, n] = mean[cases_[jobs_[j].case_index].group];
+      sum += log_error[j];
+      ++n;
+    }
+    double sum = 0;
+    size_t n = 0;
+    for (size_t j = 0; j < jobs_.size(); ++j) {
+      if (jobs_[j].profile >= 0) continue;
+      const auto& [group_sum, group_n] = mean[cases_[jobs_[j].case_index].group];
+      if (group_n < 2) continue;
+      const double d = log_error[j] - group_sum / group_n;
+      sum += d * d;
+      ++n;
+    }
+    return n ? sum / double(n) : 0.0;
+  }
+
   const std::vector<SimCase>& cases_;
   double weight_;
+  double relative_weight_;
   int threads_;
   std::vector<PreparedCase> prepared_;
   std::vector<Job> jobs_;
@@ -301,7 +329,8 @@ FitResult fit_constants(const std::vector<SimCase>& cases, const SimConstants& s
     if (std::find(fitted_constant_names().begin(), fitted_constant_names().end(), name) ==
         fitted_constant_names().end())
       throw std::invalid_argument(fmt::format("fit: '{}' is not a fitted constant", name));
-  const Objective objective(cases, options.profile_weight, options.threads);
+  const Objective objective(cases, options.profile_weight, options.relative_weight,
+                            options.threads);
   FitResult result;
   result.start_objective = objective(start);
   int evaluations = 1;
