@@ -63,7 +63,7 @@ struct FitOptions {
   // Weight of the knob-effect term: each timed case's log error less its group's mean log
   // error, squared. A search ranks configs of one model, so what a constant must get right is
   // how much each knob moves that model's step, more than the step's level.
-  double relative_weight = 2.0;
+  double relative_weight = 0.0;
   int threads = 0;                 // cases simulated in parallel (0: the hardware's)
   double tolerance = 1e-5;         // stop when the simplex's objective spread is below this
 };
