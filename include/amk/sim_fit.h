@@ -80,8 +80,9 @@ struct FitResult {
 // step), minimising mean over cases with a µs/token of e_i^2 with e_i = log(pred / measured),
 // plus relative_weight x the mean over those cases of (e_i - mean of e over the case's group)^2
 // (groups of at least 2 timed cases), plus profile_weight x the mean over profiled stages of
-// the same log error for their median op and body times and the step span. Throws std::invalid_argument when no case has anything to fit against or a
-// free name is not a fitted constant.
+// the same log error for their median op and body times and the step span. Throws
+// std::invalid_argument when no case has anything to fit against or a free name is not a fitted
+// constant.
 FitResult fit_constants(const std::vector<SimCase>& cases, const SimConstants& start,
                         const FitOptions& options = {});
 

@@ -238,8 +238,9 @@ int run_sim(const SimCommandOptions& opt) {
 struct CalibrationOptions {
   std::string manifest, gpu = "h100", constants, out, free, json_path;
   std::vector<std::string> groups, exclude_groups;
-  int max_evaluations = 800, threads = 0;
-  double profile_weight = 0.5;
+  // The fit's defaults are FitOptions' own.
+  int max_evaluations = sim::FitOptions{}.max_evaluations, threads = sim::FitOptions{}.threads;
+  double profile_weight = sim::FitOptions{}.profile_weight;
   double relative_weight = sim::FitOptions{}.relative_weight;
 };
 

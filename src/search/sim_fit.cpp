@@ -108,6 +108,21 @@ class Objective {
     }
     if (jobs_.empty())
       throw std::invalid_argument("fit: no case has a measured µs/token or a profile to fit to");
+    // The knob-effect term's groups, fixed with the cases: each timing job's group, or -1 for a
+    // profile job or a group with fewer than two timed cases (no spread to weigh).
+    std::map<std::string, int> index;
+    std::vector<int> group(jobs_.size(), -1);
+    for (size_t j = 0; j < jobs_.size(); ++j) {
+      if (jobs_[j].profile >= 0) continue;
+      const auto [it, fresh] =
+          index.try_emplace(cases_[jobs_[j].case_index].group, int(index.size()));
+      if (fresh) group_size_.push_back(0);
+      group[j] = it->second;
+      ++group_size_[size_t(group[j])];
+    }
+    for (int& g : group)
+      if (g >= 0 && group_size_[size_t(g)] < 2) g = -1;
+    group_of_job_ = std::move(group);
   }
 
   // Mean squared log error of the µs/token, plus the weighted profile terms; +inf when a
@@ -154,7 +169,8 @@ class Objective {
       }
     }
     double total = 0;
-    if (n_timing) total += timing / double(n_timing) + relative_weight_ * relative(log_error);
+    if (n_timing) total += timing / double(n_timing);
+    if (n_timing && relative_weight_ > 0) total += relative_weight_ * relative(log_error);
     if (n_profile) total += (n_timing ? weight_ : 1.0) * profile / double(n_profile);
     return total;
   }
@@ -187,20 +203,15 @@ class Objective {
   // Mean over the timed cases of groups with at least two of them of (e_i - the group's mean e)^2:
   // the knob effects' error, blind to each model's level.
   double relative(const std::vector<double>& log_error) const {
-    std::unordered_map<std::string, std::pair<double, int>> mean;
-    for (size_t j = 0; j < jobs_.size(); ++j) {
-      if (jobs_[j].profile >= 0) continue;
-      auto& [sum, n] = mean[cases_[jobs_[j].case_index].group];
-      sum += log_error[j];
-      ++n;
-    }
+    std::vector<double> group_sum(group_size_.size(), 0.0);
+    for (size_t j = 0; j < jobs_.size(); ++j)
+      if (group_of_job_[j] >= 0) group_sum[size_t(group_of_job_[j])] += log_error[j];
     double sum = 0;
     size_t n = 0;
     for (size_t j = 0; j < jobs_.size(); ++j) {
-      if (jobs_[j].profile >= 0) continue;
-      const auto& [group_sum, group_n] = mean[cases_[jobs_[j].case_index].group];
-      if (group_n < 2) continue;
-      const double d = log_error[j] - group_sum / group_n;
+      const int g = group_of_job_[j];
+      if (g < 0) continue;
+      const double d = log_error[j] - group_sum[size_t(g)] / group_size_[size_t(g)];
       sum += d * d;
       ++n;
     }
@@ -213,6 +224,8 @@ class Objective {
   int threads_;
   std::vector<PreparedCase> prepared_;
   std::vector<Job> jobs_;
+  std::vector<int> group_of_job_;  // the knob-effect term's group per job, -1: none
+  std::vector<int> group_size_;    // timed cases per group
 };
 
 }  // namespace
