@@ -398,6 +398,71 @@ TEST(Marshal, TaskRecordsPackEachQueueEntry) {
   EXPECT_THROW(cuda::task_records(m, table), cuda::MarshalError);
 }
 
+// ["attention", "attention_combine"]: each combine leaves the queues and every attention block
+// of its head group names the combine's record as the one its signal may run; nothing else does.
+TEST(Marshal, ACombineRunByItsLastBlockIsInNoQueueAndEveryBlockNamesIt) {
+  ScheduleConfig c;
+  c.tiling = {{"gemv", {{"N_tile", 24}}}, {"attention", {{"kv_block", 16}, {"kv_heads", 1}}}};
+  c.fusion_grouping = {{"attention", "attention_combine"}};
+  const Program p = tiny_llama(c);
+  const MarshalledProgram m = cuda::marshal(p, h100_limits());
+  std::vector<amk_buffer_t> table = m.buffers;
+  const std::vector<amk_task_record_t> r = cuda::task_records(m, table);
+  ASSERT_EQ(r.size(), p.tasks.size());
+  const std::set<int32_t> queued(m.sm_queue.begin(), m.sm_queue.end());
+  int64_t combines = 0;
+  for (size_t i = 0; i < p.tasks.size(); ++i) {
+    const Task& t = p.tasks[i];
+    EXPECT_EQ(queued.count(int32_t(i)), t.op == Op::ATTENTION_COMBINE ? 0u : 1u) << t.label;
+    if (t.op == Op::ATTENTION_COMBINE) {
+      ++combines;
+      EXPECT_EQ(m.instructions[i].sm, -1) << t.label;
+    }
+  }
+  EXPECT_EQ(int64_t(m.queueless.size()), combines);
+  ASSERT_GT(combines, 0);
+  // Record q runs task r[q].index; a signaler's then_record is the record of the task waiting
+  // on its counter (found here from the IR's waits), and only a counter's signalers have one.
+  for (const amk_task_record_t& rec : r) {
+    const Task& t = p.tasks[size_t(rec.index)];
+    int64_t waiter = -1;
+    for (size_t i = 0; i < p.tasks.size(); ++i)
+      if (p.tasks[i].op == Op::ATTENTION_COMBINE && p.tasks[i].waits.at(0).counter == t.out_counter)
+        waiter = int64_t(i);
+    if (waiter < 0) {
+      EXPECT_EQ(rec.then_record, -1) << t.label;
+      continue;
+    }
+    EXPECT_EQ(t.op, Op::ATTENTION_TILE) << t.label;
+    ASSERT_GE(rec.then_record, int32_t(m.sm_queue.size())) << t.label;
+    EXPECT_EQ(r[size_t(rec.then_record)].index, waiter) << t.label;
+  }
+  // The op scratch holds the staged record too.
+  const Program plain = tiny_llama([&] {
+    ScheduleConfig q = c;
+    q.fusion_grouping.clear();
+    return q;
+  }());
+  EXPECT_GE(m.layout.scratch_bytes, int(sizeof(amk_task_record_t)));
+  EXPECT_TRUE(cuda::marshal(plain, h100_limits()).queueless.empty());
+}
+
+TEST(Marshal, OnlyACombineIsRunByItsLastSignaler) {
+  ScheduleConfig c;
+  c.tiling = {{"attention", {{"kv_block", 16}, {"kv_heads", 1}}}};
+  c.fusion_grouping = {{"attention", "attention_combine"}};
+  Program p = tiny_llama(c);
+  ASSERT_EQ(marshal_error(p), "");
+  for (Task& t : p.tasks)
+    if (t.op == Op::ATTENTION_COMBINE) {
+      t.op = Op::NOP;
+      break;
+    }
+  EXPECT_NE(marshal_error(p).find("runs only ATTENTION_COMBINE by its last signaler"),
+            std::string::npos)
+      << marshal_error(p);
+}
+
 TEST(Marshal, BadThreadCountsAreRefused) {
   Program p = tiny_llama();
   p.config->threads_per_block = 100;
