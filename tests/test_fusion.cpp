@@ -221,44 +221,6 @@ TEST(FusedAttentionSplit, OverlappingWindowsUnderTwoCountersAreAWawRace) {
   EXPECT_NE(v.report().find("WAW race"), std::string::npos) << v.report();
 }
 
-// ["attention", "attention_combine"]: the same tasks, but every combine (the merges of a
-// two-level tree too) is run by its last signaler: no SM, one wait; every other task keeps its
-// SM; the program validates with no warning and decodes to the same logits bit for bit (the
-// reference VM runs the same ops in an order the counters allow).
-TEST(FusionGrouping, CombinesRunByTheirLastBlockKeepTheLogits) {
-  const Checkpoint ck = Checkpoint::open(kFixtures / "tiny-llama");
-  const ExpectedOutputs e = load_expected(kFixtures / "tiny-llama" / "expected.safetensors");
-  for (int64_t kv_block : {4, 1}) {  // 3 blocks: one combine a head group; 12: a tree
-    SCOPED_TRACE("kv_block " + std::to_string(kv_block));
-    ScheduleConfig plain = with({{"rmsnorm", "gemv"}, {"gemv", "add"}, {"rope", "attention"}});
-    plain.tiling.push_back({"attention", {{"kv_block", kv_block}, {"kv_heads", 1}}});
-    ScheduleConfig last = plain;
-    last.fusion_grouping.push_back({"attention", "attention_combine"});
-    const Program a_prog = lower(ck.config(), plain, h100(), kContext);
-    const Program b_prog = lower(ck.config(), last, h100(), kContext);
-    const ValidationResult v = validate(b_prog);
-    ASSERT_TRUE(v.ok) << v.report();
-    EXPECT_TRUE(v.warnings.empty()) << v.report();
-    ASSERT_EQ(a_prog.tasks.size(), b_prog.tasks.size());
-    int64_t combines = 0;
-    for (const Task& t : b_prog.tasks) {
-      const bool combine = t.op == Op::ATTENTION_COMBINE;
-      combines += combine;
-      EXPECT_EQ(t.run_by_last_signaler, combine) << t.label;
-      EXPECT_EQ(t.sm.has_value(), !combine) << t.label;
-      if (combine) EXPECT_EQ(t.waits.size(), 1u) << t.label;
-    }
-    EXPECT_EQ(combines, count_op(a_prog, Op::ATTENTION_COMBINE));
-    EXPECT_GT(combines, 2 * ck.config().num_hidden_layers * (kv_block == 1 ? 2 : 1) - 1);
-    ReferenceDecoder a(ck, a_prog), b(ck, b_prog);
-    for (int64_t i = 0; i < kContext; ++i) {
-      const std::vector<float> la = a.step(e.sequence_ids[size_t(i)]);
-      const std::vector<float> lb = b.step(e.sequence_ids[size_t(i)]);
-      EXPECT_EQ(la, lb) << "position " << i;
-    }
-  }
-}
-
 TEST(FusionGrouping, FusedTilesCarryTheirOperandsInOpcodeOrder) {
   const Checkpoint ck = Checkpoint::open(kFixtures / "tiny-llama");
   const Program p =

@@ -323,43 +323,11 @@ TEST(TimingSim, EveryKnobTheSearchVariesMovesThePrediction) {
   c.fusion_grouping.clear();
   moved("fusion_grouping", c);
   c = base;
-  c.fusion_grouping.push_back({"attention", "attention_combine"});
-  moved("fusion_grouping attention+attention_combine", c);
-  c = base;
   c.threads_per_block = 224;  // 7 warps: fewer strips at once, and K = 2048's 8 strips per row
   moved("threads_per_block", c, 0.05);  // have no short period (the shared-memory x path)
   c = base;
   c.smem_bytes_per_block = base.smem_bytes_per_block == 98304 ? 131072 : 98304;  // ring stages
   moved("smem_bytes_per_block", c, 1e-5);
-}
-
-// A combine run by its last signaler: it starts on the SM of the head group's last attention
-// block to signal, a round trip (its atomic) after that block ends, with no hop and no poll.
-TEST(TimingSim, ACombineRunByItsLastBlockFollowsItOnItsSm) {
-  const ModelConfig m = preset("llama-3.2-1b");
-  const ScheduleConfig base = default_schedule_config(m, h100(), 512);
-  ScheduleConfig last = base;
-  last.fusion_grouping.push_back({"attention", "attention_combine"});
-  const Program queued = lower(m, base, h100(), 512, DType::BF16);
-  const Program inline_ = lower(m, last, h100(), 512, DType::BF16);
-  const SimConstants c = constants_for(h100());
-  const SimResult a = simulate_step(queued, h100(), c), b = simulate_step(inline_, h100(), c);
-  EXPECT_NE(b.step_us, a.step_us);
-  int64_t checked = 0;
-  for (size_t i = 0; i < inline_.tasks.size(); ++i) {
-    const Task& t = inline_.tasks[i];
-    if (!t.run_by_last_signaler) continue;
-    // The blocks it waits on: the latest to end is the one that ran it.
-    uint64_t last_end = 0;
-    for (size_t j = 0; j < inline_.tasks.size(); ++j)
-      if (inline_.tasks[j].out_counter == t.waits[0].counter)
-        last_end = std::max(last_end, b.stamps[j].op_end);
-    ASSERT_GT(last_end, 0u) << t.label;
-    EXPECT_GE(b.stamps[i].op_begin, last_end + uint64_t(c.rtt_us * 1e3) - 1) << t.label;
-    EXPECT_GT(b.stamps[i].op_end, b.stamps[i].op_begin) << t.label;
-    ++checked;
-  }
-  EXPECT_GT(checked, 0);
 }
 
 TEST(TimingSim, TheStripPathFollowsTheWarpCount) {

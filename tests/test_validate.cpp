@@ -499,68 +499,6 @@ TEST(ValidateSmQueues, PartialAssignmentWarns) {
   EXPECT_TRUE(r.stats.sm_assigned);
 }
 
-// Task::run_by_last_signaler: the task the last of its one wait's signals runs, with no queue.
-// Two blocks (shared counter) release a merge that is run by whichever finishes last; a reader
-// queued after it on SM 0.
-Program last_signaler_program() {
-  Program p;
-  const int64_t blocks = p.new_counter("blocks"), merged = p.new_counter("merged"),
-                out = p.new_counter("out");
-  add_nop(p, blocks, {}, "block0");
-  add_nop(p, blocks, {}, "block1");
-  add_nop(p, merged, {{blocks, 2}}, "merge");
-  add_nop(p, out, {{merged, 1}}, "reader");
-  p.tasks[0].sm = 0;
-  p.tasks[1].sm = 1;
-  p.tasks[2].run_by_last_signaler = true;
-  p.tasks[3].sm = 0;
-  return p;
-}
-
-TEST(ValidateLastSignaler, AQueuelessTaskWithOneAllJoinWaitIsValidAndUnwarned) {
-  EXPECT_TRUE(Clean(validate(last_signaler_program())));
-}
-
-TEST(ValidateLastSignaler, ItHasNoSmExactlyOneWaitAndItsOwnCounter) {
-  Program p = last_signaler_program();
-  p.tasks[2].sm = 3;
-  EXPECT_TRUE(Rejected(validate(p), "task 2 (merge) is run by its last signaler but also assigned "
-                                    "to SM 3"));
-  p = last_signaler_program();
-  p.tasks[2].waits.push_back({p.tasks[3].out_counter, 1});
-  EXPECT_TRUE(Rejected(validate(p), "is run by its last signaler but has 2 waits"));
-  p = last_signaler_program();
-  p.tasks[2].waits.clear();
-  EXPECT_TRUE(Rejected(validate(p), "is run by its last signaler but has 0 waits"));
-  // A second queueless task on the same counter: one signal cannot hand on both.
-  p = last_signaler_program();
-  add_nop(p, p.new_counter(), {{p.tasks[0].out_counter, 2}}, "merge2");
-  p.tasks.back().run_by_last_signaler = true;
-  EXPECT_TRUE(Rejected(validate(p), "are both run by the last signaler of counter 0"));
-}
-
-TEST(ValidateLastSignaler, TheUsualRulesStillHold) {
-  // A partial wait on the shared counter is still a race, whoever runs the task.
-  Program p = last_signaler_program();
-  p.tasks[2].waits[0].threshold = 1;
-  EXPECT_TRUE(Rejected(validate(p), "partial wait threshold 1 on shared counter 0"));
-  // And a queued task still may not wait, through the queueless one, on a later entry of its
-  // own queue.
-  p = Program{};
-  const int64_t blocks = p.new_counter(), merged = p.new_counter(), out = p.new_counter();
-  add_nop(p, out, {{merged, 1}}, "reader");
-  add_nop(p, blocks, {}, "block0");
-  add_nop(p, blocks, {}, "block1");
-  add_nop(p, merged, {{blocks, 2}}, "merge");
-  p.tasks[0].sm = 0;
-  p.tasks[1].sm = 0;
-  p.tasks[2].sm = 1;
-  p.tasks[3].run_by_last_signaler = true;
-  EXPECT_TRUE(Rejected(validate(p), "0:reader =[SM 0 queue]=> 1:block0 -> 3:merge -> 0:reader"));
-  p.tasks[1].sm = 2;
-  EXPECT_TRUE(Clean(validate(p)));
-}
-
 // ---- RAW races ---------------------------------------------------------------------------------
 TEST(ValidateRaces, ReaderNotOrderedAfterWriterIsARace) {
   Tiny t = tiny();

@@ -1,8 +1,7 @@
 /* AMK on-device ABI (IR_SPEC §8), version 0.7 (0.2 + the on-device decode fields of
  * amk_program_t in 0.3, + the task records in 0.4, + opcodes 23-24 and the attention flag bits
  * 3-4 in 0.5, + five profile stamps per task in 0.6, + ATTENTION_COMBINE's partial output
- * (flags bit 1) in 0.7, + the gated-unit GEMV tiles (opcodes 25-26) in 0.8, + a task record's
- * then_record (tasks run by their last signaler) in 0.9; docs/CUDA_VM.md,
+ * (flags bit 1) in 0.7, + the gated-unit GEMV tiles (opcodes 25-26) in 0.8; docs/CUDA_VM.md,
  * docs/IR.md).
  *
  * The ONE header shared by host and device code. Plain C so nvcc, gcc and clang agree on every
@@ -18,7 +17,7 @@
 #include <stdint.h>
 
 #define AMK_ABI_VERSION_MAJOR 0
-#define AMK_ABI_VERSION_MINOR 9
+#define AMK_ABI_VERSION_MINOR 8
 #define AMK_PROFILE_STAMPS 5 /* per instruction in amk_program_t.profile */
 
 #define AMK_MAX_INPUTS 8
@@ -150,9 +149,7 @@ typedef struct amk_task_record_t {
   int32_t index;        /* into instructions: the profile slot, the sink test */
   int32_t n_vectors;    /* 16-byte vectors of this record in use */
   int32_t next_vectors; /* n_vectors of the next record this CTA runs */
-  int32_t then_record;  /* -1, or the record (past the queues' n_queued) of the task this one's
-                           signal may complete: when it is the counter's last signal of the step,
-                           this CTA runs that task next (IR Task.run_by_last_signaler) */
+  int32_t pad;
   amk_buffer_t desc[AMK_MAX_INPUTS + AMK_MAX_OUTPUTS];
 } amk_task_record_t;
 

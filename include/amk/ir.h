@@ -18,8 +18,8 @@
 
 namespace amk {
 
-inline constexpr std::string_view kIrVersion = "0.9.0";
-inline constexpr std::string_view kAbiVersion = "0.9";
+inline constexpr std::string_view kIrVersion = "0.8.0";
+inline constexpr std::string_view kAbiVersion = "0.8";
 
 inline constexpr int kMaxInputs = 8;
 inline constexpr int kMaxOutputs = 4;
@@ -189,11 +189,6 @@ struct Task {
   std::vector<Wait> waits;
   Params params;
   std::optional<int64_t> sm;
-  // Run by the task whose signal completes this task's one wait (the last of that counter's
-  // signals in the step), right after it on its SM, instead of from an SM queue: no counter
-  // hop and no poll between them (docs/IR.md "Tasks run by their last signaler"). Such a task
-  // has no `sm`; validate() checks the shape that makes "last" well defined.
-  bool run_by_last_signaler = false;
   int64_t est_bytes = 0;
   int64_t est_flops = 0;
   std::string label;

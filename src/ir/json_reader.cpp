@@ -627,8 +627,6 @@ Task decode_task(const Value& v, const Path& path, Warnings& warnings) {
       fail(path.child("sm"), "expected an integer or null, got " + describe(*sm));
     t.sm = get_int(*sm, path.child("sm"));
   }
-  if (const Value* last = f.opt("run_by_last_signaler"))
-    t.run_by_last_signaler = get_bool(*last, path.child("run_by_last_signaler"));
   t.est_bytes = opt_int(f, path, "est_bytes", 0);
   t.est_flops = opt_int(f, path, "est_flops", 0);
   t.label = opt_string(f, path, "label");

@@ -362,7 +362,6 @@ void write_task(Writer& w, const Task& t) {
   w.key("sm");
   if (t.sm) w.integer(*t.sm);
   else w.null();
-  if (t.run_by_last_signaler) w.key("run_by_last_signaler"), w.boolean(true);
   w.key("est_bytes"), w.integer(t.est_bytes);
   w.key("est_flops"), w.integer(t.est_flops);
   w.key("label"), w.str(t.label);

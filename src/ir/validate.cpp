@@ -212,36 +212,6 @@ void check_thresholds(const Program& p, const DependencyGraph& g, Diagnostics& d
     }
 }
 
-// Tasks run by their last signaler (Task::run_by_last_signaler): the CTA whose signal brings the
-// task's one wait to its threshold runs it next, so "last" must be well defined and the task
-// must not also sit in a queue. One wait: its threshold is the counter's producer count (every
-// wait is an all-join, check_thresholds), so exactly one signal per step is the last. No SM: it
-// runs wherever that signal came from. At most one per counter: a signaler hands on one task.
-// Deadlock-freedom then needs nothing more: such a task waits on nothing once it starts, and the
-// dependency graph (acyclic) still orders it after every producer and before every reader.
-void check_last_signaler_tasks(const Program& p, const DependencyGraph& g, Diagnostics& d) {
-  std::unordered_map<int64_t, size_t> released_by;  // counter -> the task it releases
-  for (size_t t = 0; t < p.tasks.size(); ++t) {
-    const Task& task = p.tasks[t];
-    if (!task.run_by_last_signaler) continue;
-    if (task.sm)
-      d.error(task_word(p, t) + " is run by its last signaler but also assigned to SM " +
-              std::to_string(*task.sm) + " (such a task has no queue)");
-    if (task.waits.size() != 1) {
-      d.error(task_word(p, t) + " is run by its last signaler but has " +
-              std::to_string(task.waits.size()) + " waits (it needs exactly one)");
-      continue;
-    }
-    const int64_t c = task.waits[0].counter;
-    if (c < 0 || c >= g.num_counters) continue;  // check_task_structure said so
-    const auto [it, fresh] = released_by.emplace(c, t);
-    if (!fresh)
-      d.error(task_word(p, t) + " and " + task_word(p, it->second) +
-              " are both run by the last signaler of counter " + std::to_string(c) +
-              " (a signal hands on at most one task)");
-  }
-}
-
 // "cycle: 3:a -> 7:b -> 3:a"; a queue edge is drawn "=[SM s queue]=>". Long cycles keep their
 // two ends so a 200k-task witness stays one readable line.
 std::string describe_cycle(const Program& p, const std::vector<CycleStep>& steps) {
@@ -279,11 +249,9 @@ void check_sm_queues(const Program& p, const DependencyGraph* g, bool acyclic, D
   const int64_t num_sms = p.target ? p.target->num_sms : -1;
   std::vector<int32_t> queue_next(p.tasks.size(), -1);
   std::unordered_map<int64_t, int32_t> last_of_sm;
-  size_t queueless = 0;  // run by their last signaler: never in a queue
   for (size_t t = 0; t < p.tasks.size(); ++t) {
     const auto& sm = p.tasks[t].sm;
-    if (p.tasks[t].run_by_last_signaler) ++queueless;
-    if (!sm || p.tasks[t].run_by_last_signaler) continue;
+    if (!sm) continue;
     ++assigned;
     if (*sm < 0) {
       d.error(task_word(p, t) + " assigned to negative SM " + std::to_string(*sm));
@@ -301,9 +269,8 @@ void check_sm_queues(const Program& p, const DependencyGraph* g, bool acyclic, D
     }
   }
   if (assigned == 0) return;
-  if (assigned + queueless < p.tasks.size())
-    d.warn(std::to_string(p.tasks.size() - assigned - queueless) + " of " +
-           std::to_string(p.tasks.size()) +
+  if (assigned < p.tasks.size())
+    d.warn(std::to_string(p.tasks.size() - assigned) + " of " + std::to_string(p.tasks.size()) +
            " tasks have no SM assigned while others do; their queue placement is unchecked");
   if (!g || !acyclic) return;
   const auto topo = detail::topological_order(*g, queue_next);
@@ -394,7 +361,6 @@ void run_validation(const Program& p, ValidationResult& r) {
   if (counters_dense) {
     graph = DependencyGraph::build(p);
     check_thresholds(p, *graph, d);
-    check_last_signaler_tasks(p, *graph, d);
     st.edges = graph->edge_count();
     topo = detail::topological_order(*graph);
     st.acyclic = topo.acyclic;

@@ -31,8 +31,6 @@ Fusion resolve_fusion(const ScheduleConfig& config) {
       f.rope_attention = true;
     } else if (g == std::vector<std::string>{"gemv", "silu_mul"}) {
       f.gemv_silu_mul = true;
-    } else if (g == std::vector<std::string>{"attention", "attention_combine"}) {
-      f.attention_combine = true;
     } else {
       unknown += (unknown.empty() ? "" : ", ") + spell(g);
     }
@@ -41,7 +39,7 @@ Fusion resolve_fusion(const ScheduleConfig& config) {
   if (!unknown.empty())
     throw LoweringError("fusion_grouping cannot fuse " + unknown +
                          " (known groups: [rmsnorm, gemv], [silu_mul, gemv], [gemv, add], [rope, attention], "
-                         "[gemv, silu_mul], [attention, attention_combine])");
+                         "[gemv, silu_mul])");
   return f;
 }
 

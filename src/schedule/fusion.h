@@ -21,11 +21,6 @@ struct Fusion {
   // (the SILU_MUL task goes, and ["silu_mul", "gemv"] has nothing left to fuse). Its tiles are
   // tiling.gate_proj features wide; tiling.up_proj is refused.
   bool gemv_silu_mul = false;
-  // ["attention", "attention_combine"]: each split-KV combine is run by the attention block
-  // whose signal completes it (Task::run_by_last_signaler), right after that block on its SM,
-  // so the combine level costs no counter hop of its own. Programs without a combine (one
-  // block a head) are unchanged.
-  bool attention_combine = false;
 };
 
 // Throws LoweringError naming every group it does not know (and the ones it does).

@@ -111,20 +111,14 @@ std::vector<KnobSpec> make_space() {
     f.kind = KnobKind::GroupSet;
     f.effect = KnobEffect::Tasks;
     f.tier = 3;
-    f.choices = {"rmsnorm+gemv",   "silu_mul+gemv", "gemv+add",
-                 "rope+attention", "gemv+silu_mul", "attention+attention_combine"};
+    f.choices = {"rmsnorm+gemv", "silu_mul+gemv", "gemv+add", "rope+attention", "gemv+silu_mul"};
     f.range =
-        "any subset of: rmsnorm+gemv, silu_mul+gemv, gemv+add, rope+attention, gemv+silu_mul, "
-        "attention+attention_combine";
-    f.default_rule =
-        "all but silu_mul+gemv (which gemv+silu_mul leaves nothing to fuse) and "
-        "attention+attention_combine";
+        "any subset of: rmsnorm+gemv, silu_mul+gemv, gemv+add, rope+attention, gemv+silu_mul";
+    f.default_rule = "all but silu_mul+gemv (which gemv+silu_mul leaves nothing to fuse)";
     f.meaning =
         "adjacent ops fused into one task so the activation never round-trips to memory (norm "
         "per GEMV tile, SwiGLU per down tile, residual add per tile, rope+KV append per "
-        "attention task, gate and up rows in one tile with SwiGLU in its epilogue), or, for "
-        "attention+attention_combine, each split-KV combine run by the attention block whose "
-        "signal completes it (no counter hop of its own)";
+        "attention task, gate and up rows in one tile with SwiGLU in its epilogue)";
     s.push_back(std::move(f));
   }
   s.push_back(choice("sm_assignment", 4, {"critical_path", "load_balance", "round_robin"},

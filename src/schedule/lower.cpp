@@ -451,11 +451,6 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
       // go), each merged into a partial by its own combine as soon as its blocks are done, then
       // one combine of those partials.
       const bool tree = n_blocks > kMaxInputs;
-      // ["attention", "attention_combine"]: the combine just added runs on the SM of the block
-      // (or merge) whose signal completes its wait, with no counter hop of its own.
-      const auto by_last_block = [&] {
-        if (fusion.attention_combine) p.tasks.back().run_by_last_signaler = true;
-      };
       const int64_t n_runs = (n_blocks + kMaxInputs - 1) / kMaxInputs;
       const int64_t run_blocks = (n_blocks + n_runs - 1) / n_runs;
       for (int64_t gi = 0; gi < n_groups; ++gi) {
@@ -495,7 +490,6 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
                         ints({{"head_dim", HD}, {"flags", attention_flags::kPartial}}),
                         fmt::format("{}attention_merge{}[run{}]", ap, group, run), 0,
                         4 * QD * (b1 - b0) / n_groups);
-          by_last_block();
           partials.push_back(merged);
         }
         if (tree)
@@ -510,7 +504,6 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
           g.task(Op::ATTENTION_COMBINE, partials, attn, ints({{"head_dim", HD}, {"n_heads", NH}}),
                  ap + "attention_combine", 0, 4 * QD * int64_t(partials.size()));
         }
-        by_last_block();
       }
       if (by_head) g.mark_ready(attn, Wait{attn_counter, n_groups});
     }

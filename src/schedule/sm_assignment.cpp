@@ -108,10 +108,6 @@ void assign_critical_path(Program& p, const GpuTarget& target) {
     // A negative est_bytes (only a hand-written program has one) counts as no bytes.
     const double duration =
         kFixedOverheadUs + double(std::max<int64_t>(t.est_bytes, 0)) / bytes_per_us;
-    if (t.run_by_last_signaler) {  // runs right after its last signaler, on that SM
-      counters[t.out_counter].add(ready + duration);
-      continue;
-    }
     // Smallest finish; ties to the SM free soonest, then the lowest index (deterministic).
     size_t best = 0;
     double best_finish = std::max(ready, sm_free[0]) + duration;
@@ -135,9 +131,7 @@ void assign_sms(Program& p, const ScheduleConfig& config, const GpuTarget& targe
   if (n < 1) throw LoweringError(fmt::format("target {} has num_sms {}", target.name, n));
   if (const auto* policy = std::get_if<std::string>(&config.sm_assignment)) {
     if (*policy == "round_robin") {
-      int64_t next = 0;
-      for (Task& t : p.tasks)
-        if (!t.run_by_last_signaler) t.sm = next++ % n;
+      for (size_t i = 0; i < p.tasks.size(); ++i) p.tasks[i].sm = int64_t(i) % n;
       return;
     }
     if (*policy == "critical_path") {
@@ -150,8 +144,7 @@ void assign_sms(Program& p, const ScheduleConfig& config, const GpuTarget& targe
           "{{task_id: sm}} map)",
           *policy));
     LoadBalancer lb(n);
-    for (Task& t : p.tasks)
-      if (!t.run_by_last_signaler) t.sm = lb.take(cost(t));
+    for (Task& t : p.tasks) t.sm = lb.take(cost(t));
     return;
   }
 
@@ -166,15 +159,10 @@ void assign_sms(Program& p, const ScheduleConfig& config, const GpuTarget& targe
                                       task, sm, n, target.name));
     if (!fixed.emplace(task, sm).second)
       throw LoweringError(fmt::format("sm_assignment: task {} is listed twice", task));
-    if (p.tasks[size_t(task)].run_by_last_signaler)
-      throw LoweringError(fmt::format(
-          "sm_assignment: task {} ('{}') is run by its last signaler and has no SM to assign",
-          task, p.tasks[size_t(task)].label));
   }
   LoadBalancer lb(n);
   for (const auto& [task, sm] : fixed) lb.add(sm, cost(p.tasks[size_t(task)]));
   for (Task& t : p.tasks) {
-    if (t.run_by_last_signaler) continue;
     const auto it = fixed.find(t.id);
     t.sm = it != fixed.end() ? it->second : lb.take(cost(t));
   }

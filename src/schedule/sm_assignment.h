@@ -1,5 +1,5 @@
-// The sm_assignment knob: every task gets an SM (but a task run by its last signaler, which has
-// no queue), and each SM's queue is its tasks in task-list order. The lowering emits tasks in a topological order, so every queue is a linear extension
+// The sm_assignment knob: every task gets an SM, and each SM's queue is its tasks in task-list
+// order. The lowering emits tasks in a topological order, so every queue is a linear extension
 // of the DAG whatever SM each task gets (the queue-order invariant of IR_SPEC §3.1).
 #pragma once
 
@@ -7,7 +7,7 @@
 
 namespace amk::schedule {
 
-// "round_robin": the i-th queued task -> SM i mod num_sms.
+// "round_robin": task i -> SM i mod num_sms.
 // "load_balance": in list order, each task goes to the SM with the least est_bytes so far (a task
 //   counts at least 1 byte, so cheap tasks spread too); ties go to the lowest SM.
 // "critical_path": a list scheduler: in list order, each task goes to the SM where it would finish

@@ -91,12 +91,6 @@ Prepared prepare(const Program& program, const GpuTarget& target, const SimOptio
   p.counter_increment.assign(counter_index.size(), 0);
   std::map<int64_t, int32_t> slot_of;  // SM id -> slot, in SM order
   for (const Task& t : program.tasks) {
-    if (t.run_by_last_signaler) {
-      if (t.sm || t.waits.size() != 1)
-        throw std::invalid_argument(
-            "simulate_step: a task run by its last signaler needs one wait and no SM: " + t.label);
-      continue;
-    }
     if (!t.sm) throw std::invalid_argument("simulate_step: task without an SM: " + t.label);
     if (*t.sm < 0) throw std::invalid_argument("simulate_step: task on a negative SM: " + t.label);
     slot_of.emplace(*t.sm, 0);
@@ -120,7 +114,7 @@ Prepared prepare(const Program& program, const GpuTarget& target, const SimOptio
   for (size_t i = 0; i < program.tasks.size(); ++i) {
     const Task& t = program.tasks[i];
     SimTask s;
-    s.slot = t.run_by_last_signaler ? -1 : slot_of.at(*t.sm);
+    s.slot = slot_of.at(*t.sm);
     s.out_counter = counter(t.out_counter, t);
     ++p.counter_increment[size_t(s.out_counter)];
     for (const Wait& w : t.waits) {
@@ -167,22 +161,8 @@ Prepared prepare(const Program& program, const GpuTarget& target, const SimOptio
       // Zero-byte ops (argmax partials, combines) scan est_flops elements.
       s.act_bytes = est > 0 ? est : double(std::max<int64_t>(t.est_flops, 0));
     }
-    if (s.slot >= 0) p.queues[size_t(s.slot)].push_back(int32_t(i));
+    p.queues[size_t(s.slot)].push_back(int32_t(i));
     p.tasks.push_back(std::move(s));
-  }
-  // Who runs each queueless task: its counter's last signal of the step (the same rule as the
-  // CUDA VM's marshal, so the wait must ask for every signal).
-  p.released.assign(p.counter_increment.size(), -1);
-  for (size_t i = 0; i < p.tasks.size(); ++i) {
-    const SimTask& s = p.tasks[i];
-    if (s.slot >= 0) continue;
-    const auto [counter, need] = s.waits.empty() ? std::pair<int32_t, int32_t>{-1, 0} : s.waits[0];
-    if (counter < 0 || need != p.counter_increment[size_t(counter)] ||
-        p.released[size_t(counter)] >= 0)
-      throw std::invalid_argument(
-          "simulate_step: a task run by its last signaler must wait for every signal of a "
-          "counter no other such task waits on: " + program.tasks[i].label);
-    p.released[size_t(counter)] = int32_t(i);
   }
   plan_ring(program, target, p);
   return prepared;

@@ -21,8 +21,7 @@ enum class TaskKind : uint8_t {
 
 struct SimTask {
   TaskKind kind = TaskKind::Other;
-  int32_t slot = 0;          // dense index of its SM (PreparedProgram::sms); -1: run by its
-                             // last signaler (PreparedProgram::released), in no queue
+  int32_t slot = 0;          // dense index of its SM (PreparedProgram::sms)
   int32_t out_counter = -1;  // dense counter index
   // (dense counter, signals it needs in one step: threshold - init); empty for a root
   std::vector<std::pair<int32_t, int32_t>> waits;
@@ -46,8 +45,6 @@ class PreparedProgram {
   std::vector<std::vector<int32_t>> queues;  // slot -> its tasks in list order
   std::vector<std::vector<int32_t>> gemvs;   // slot -> its Stream tasks in list order
   std::vector<int32_t> counter_increment;    // dense counter -> signalling tasks per step
-  // dense counter -> the task its step's last signal runs (Task::run_by_last_signaler), or -1
-  std::vector<int32_t> released;
   int32_t sink = -1;                         // the SAMPLE_ARGMAX every task precedes, else -1
   int64_t num_sms = 1;                       // the target's (bytes in flight are per SM of it)
   double target_gbs = 0;                     // the target's measured, else spec, bandwidth

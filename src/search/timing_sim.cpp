@@ -38,7 +38,6 @@ struct SmState {
   int64_t started = 0;    // GEMV-family tasks whose waits passed (the producer's pacing signal)
   int64_t x_key = -1;     // the GEMV x cache: (op, x, fused operand) and the step it holds
   int64_t x_step = -1;
-  int32_t released = -1;      // a task this SM runs after its last signal (Phase::Post), or -1
   int32_t seen_counter = -1;  // thread 0's last satisfied wait: polls it need not repeat
   int64_t seen_count = 0;
   // The producer: the GEMV-family task it fetches (over all steps), the bytes of it fetched,
@@ -324,49 +323,23 @@ class Engine {
   // The epilogue's release: the counter's signal, seen by its waiters one hop later.
   void end_task(size_t slot) {
     SmState& s = sms_[slot];
-    const int32_t ti = s.released >= 0 ? s.released : task_at(slot, s.pos);
+    const int32_t ti = task_at(slot, s.pos);
     const SimTask& t = p_.tasks[size_t(ti)];
-    const int64_t step = step_of(slot, s.pos);
     op_end_abs_[size_t(ti)] = now_;
     // The signal is served after the counter's previous one (arrive_us each), then seen a hop
     // later; served in order, so each counter's arrivals stay sorted.
     double& served = counter_free_[size_t(t.out_counter)];
     served = std::max(now_, served) + c_.arrive_us;
-    auto& arrivals = arrivals_[size_t(t.out_counter)];
-    arrivals.push_back(served + hop());
+    arrivals_[size_t(t.out_counter)].push_back(served + hop());
     if (ti == p_.sink) {
+      const int64_t step = step_of(slot, s.pos);
       sink_end_[size_t(step)] = now_;
       fetched_at_sink_[size_t(step)] = total_fetched_;
     }
-    s.released = -1;
-    const int32_t next = p_.released[size_t(t.out_counter)];
-    if (next >= 0 && int64_t(arrivals.size()) ==
-                         needed(t.out_counter, p_.counter_increment[size_t(t.out_counter)], step)) {
-      run_released(slot, next, served);
-    } else {
-      ++s.pos;
-      s.phase = Phase::Start;
-    }
+    ++s.pos;
+    s.phase = Phase::Start;
     for (size_t other = 0; other < sms_.size(); ++other)
       if (sms_[other].phase == Phase::Blocked) try_release(other);
-  }
-
-  // This SM's signal was its counter's last of the step: it runs the task that signal releases
-  // (Task::run_by_last_signaler) before its next queue entry. Its atomic returns a round trip
-  // after it is served (no hop, no poll); then the op's prologue and epilogue as any other
-  // op's (the op is its prologue). Phase::Post covers it all: no weight rows, no waits.
-  void run_released(size_t slot, int32_t ti, double served) {
-    SmState& s = sms_[slot];
-    const SimTask& t = p_.tasks[size_t(ti)];
-    const double begin = std::max(now_, served) + rtt();
-    const double body = begin + c_.prologue_trips * rtt() + t.act_bytes / act_rate_;
-    wait_begin_abs_[size_t(ti)] = now_;
-    op_begin_abs_[size_t(ti)] = begin;
-    body_begin_abs_[size_t(ti)] = body_end_abs_[size_t(ti)] = body;
-    s.released = ti;
-    s.x_key = -1;  // the op scratch held its record
-    s.phase = Phase::Post;
-    s.phase_end = body + c_.task_fixed_us + c_.epilogue_trips * loaded();
   }
 
   // ---- rates between events ----

@@ -69,15 +69,6 @@ std::vector<std::pair<std::string, ScheduleConfig>> schedule_sweep() {
   ScheduleConfig tree = all_fused;
   tree.tiling = {{"attention", {{"kv_block", 4}, {"kv_heads", 1}}}};
   out.emplace_back("all_fused_split_kv4_tree", tree);
-  // The same two splits with each combine (and each merge of the tree) run by the attention
-  // block whose signal completes it ([attention, attention_combine]: megakernel.cu
-  // signal_and_run_released), so the device's last-signal vote and its chain of two released
-  // tasks are both exercised.
-  for (auto [label, base] : {std::pair{"all_fused_split_kv8_heads1_combine_by_last", all_fused},
-                             std::pair{"all_fused_split_kv4_tree_combine_by_last", tree}}) {
-    base.fusion_grouping.push_back({"attention", "attention_combine"});
-    out.emplace_back(label, base);
-  }
   // The derived default's fusions: gate and up as GLU tiles (RMSNORM_GEMV_GLU_TILE) of 24
   // features, 48 rows a tile, so the ring's chunks of 16 or 21 rows (the strip shapes below)
   // straddle the gate/up boundary and the producer splits one into two copies.
@@ -215,8 +206,7 @@ TEST(CudaVm, RandomLlama3ScaledMatchesReference) {
   std::vector<std::pair<std::string, ScheduleConfig>> configs;
   for (auto& [label, config] : schedule_sweep())
     if (label == "default" || label == "fused" || label == "split_kv8" ||
-        label == "all_fused_split_kv8_heads1" || label == "all_fused_glu24" ||
-        label == "all_fused_split_kv4_tree_combine_by_last")
+        label == "all_fused_split_kv8_heads1" || label == "all_fused_glu24")
       configs.emplace_back(label, config);
   for (const auto& [label, config] : configs) {
     SCOPED_TRACE(label);

@@ -160,23 +160,8 @@ void check_task(const Task& t, int32_t n_sms) {
       throw MarshalError(fmt::format("{}: qdtype {} is not supported on the CUDA VM (0, 1 or 2)",
                                      task_name(t), qdtype));
   }
-  if (t.run_by_last_signaler) {
-    // The GEMV family streams through the weight ring in queue order and the attention tiles
-    // pass their gate mid-op; of the rest, the kernel carries one more copy of just the combine
-    // (megakernel.cu signal_and_run_released: instruction cache is not free).
-    if (t.op != Op::ATTENTION_COMBINE)
-      throw MarshalError(fmt::format("{}: the CUDA VM runs only ATTENTION_COMBINE by its last "
-                                     "signaler, not {}",
-                                     task_name(t), name_of(t.op)));
-    if (t.sm)
-      throw MarshalError(fmt::format("{} is run by its last signaler and also assigned an SM",
-                                     task_name(t)));
-    if (t.waits.size() != 1)
-      throw MarshalError(fmt::format("{} is run by its last signaler but has {} waits, not one",
-                                     task_name(t), t.waits.size()));
-  } else if (!t.sm) {
-    throw MarshalError(fmt::format("{} has no SM assignment", task_name(t)));
-  } else if (*t.sm < 0 || *t.sm >= n_sms)
+  if (!t.sm) throw MarshalError(fmt::format("{} has no SM assignment", task_name(t)));
+  if (*t.sm < 0 || *t.sm >= n_sms)
     throw MarshalError(
         fmt::format("{} is assigned to SM {}, outside the grid of {} SMs", task_name(t), *t.sm,
                     n_sms));
@@ -206,7 +191,7 @@ amk_instruction_t instruction(const Task& t, const IdMaps& ids,
     in.wait_threshold[i] = int32_t(std::clamp<int64_t>(signals, 0, INT32_MAX));
   }
   in.out_counter = ids.counter(t.out_counter, t);
-  in.sm = t.sm ? int32_t(*t.sm) : -1;  // -1: run by its last signaler, wherever that ran
+  in.sm = int32_t(*t.sm);
   in.params = marshal_params(t.params);
   return in;
 }
@@ -276,7 +261,7 @@ int64_t gemv_scratch_bytes(const Task& t, const IdMaps& ids) {
 
 // The op scratch a task needs in shared memory (bytes); ops/scratch.h says what each device op
 // uses.
-int64_t op_scratch_bytes(const Task& t, const IdMaps& ids, int consumer_threads) {
+int64_t task_scratch_bytes(const Task& t, const IdMaps& ids, int consumer_threads) {
   if (is_gemv_family(t.op)) return gemv_scratch_bytes(t, ids);
   const int64_t head_dim = std::clamp<int64_t>(t.params.get_int("head_dim", 0), 0, kOpMaxHeadDim);
   switch (t.op) {
@@ -307,13 +292,6 @@ int64_t op_scratch_bytes(const Task& t, const IdMaps& ids, int consumer_threads)
     default:
       return kSmallOpScratch;
   }
-}
-
-// A task run by its last signaler finds its record at the head of the op scratch (the kernel
-// stages it there while its signaler's signal is in flight), its own scratch after it.
-int64_t task_scratch_bytes(const Task& t, const IdMaps& ids, int consumer_threads) {
-  const int64_t op = op_scratch_bytes(t, ids, consumer_threads);
-  return t.run_by_last_signaler ? int64_t(sizeof(amk_task_record_t)) + op : op;
 }
 
 MegakernelLayout plan_layout(const Program& program, const IdMaps& ids,
@@ -392,18 +370,11 @@ std::vector<amk_task_record_t> task_records(const MarshalledProgram& m,
                                    table.size(), m.buffers.size()));
   constexpr int kHeaderVectors = int(offsetof(amk_task_record_t, desc) / 16);
   constexpr int kDescVectors = int(sizeof(amk_buffer_t) / 16);
-  // The queues' records, then the queueless tasks' (run by their last signaler).
-  std::vector<int32_t> order = m.sm_queue;
-  order.insert(order.end(), m.queueless.begin(), m.queueless.end());
-  std::vector<int32_t> record_of(m.instructions.size(), -1);
-  for (size_t q = 0; q < order.size(); ++q) record_of.at(size_t(order[q])) = int32_t(q);
-  std::vector<amk_task_record_t> records(order.size());
-  for (size_t q = 0; q < order.size(); ++q) {
+  std::vector<amk_task_record_t> records(m.sm_queue.size());
+  for (size_t q = 0; q < m.sm_queue.size(); ++q) {
     amk_task_record_t& r = records[q];
     r = amk_task_record_t{};
-    r.index = order[q];
-    const int32_t then = m.then_instruction.empty() ? -1 : m.then_instruction.at(size_t(r.index));
-    r.then_record = then >= 0 ? record_of.at(size_t(then)) : -1;
+    r.index = m.sm_queue[q];
     r.inst = m.instructions.at(size_t(r.index));
     const int n = r.inst.n_inputs + r.inst.n_outputs;
     for (int i = 0; i < n; ++i) {
@@ -483,38 +454,13 @@ MarshalledProgram marshal(const Program& program, const MarshalLimits& limits) {
     const int32_t index = int32_t(m.instructions.size());
     m.instructions.push_back(instruction(t, ids, counter_init));
     ++m.counter_step_increment[size_t(m.instructions.back().out_counter)];
-    if (t.run_by_last_signaler)
-      m.queueless.push_back(index);
-    else
-      queues[size_t(*t.sm)].push_back(index);
+    queues[size_t(*t.sm)].push_back(index);
   }
   m.sm_queue_offset.push_back(0);
   for (const auto& q : queues) {
     m.sm_queue.insert(m.sm_queue.end(), q.begin(), q.end());
     m.sm_queue_offset.push_back(int32_t(m.sm_queue.size()));
   }
-  // Who runs each queueless task: every signaler of its one wait's counter checks whether its
-  // signal was the step's last (the kernel's test is "reached (epoch + 1) x the counter's step
-  // increment", so the wait must ask for every signal of the step, as validate()'s all-join
-  // rule has it).
-  m.then_instruction.assign(m.instructions.size(), -1);
-  std::vector<int32_t> released(counters.size(), -1);
-  for (int32_t index : m.queueless) {
-    const amk_instruction_t& in = m.instructions[size_t(index)];
-    const int32_t c = in.wait_counter[0];
-    const Task& t = program.tasks[size_t(index)];
-    if (uint32_t(in.wait_threshold[0]) != m.counter_step_increment[size_t(c)])
-      throw MarshalError(fmt::format(
-          "{} is run by its last signaler but waits for {} of its counter's {} signals",
-          task_name(t), in.wait_threshold[0], m.counter_step_increment[size_t(c)]));
-    if (released[size_t(c)] >= 0)
-      throw MarshalError(fmt::format("{} and {} are both run by the last signaler of one counter",
-                                     task_name(program.tasks[size_t(released[size_t(c)])]),
-                                     task_name(t)));
-    released[size_t(c)] = index;
-  }
-  for (size_t i = 0; i < m.instructions.size(); ++i)
-    m.then_instruction[i] = released[size_t(m.instructions[i].out_counter)];
 
   m.sink_instruction = find_sink(program, m);
   if (m.sink_instruction >= 0) {

@@ -40,11 +40,6 @@ struct MarshalledProgram {
   std::vector<amk_instruction_t> instructions;  // task list order
   std::vector<int32_t> sm_queue_offset;         // n_sms + 1
   std::vector<int32_t> sm_queue;                // instruction indices, each SM's in list order
-  // Tasks run by their last signaler (Task::run_by_last_signaler), in list order: in no queue.
-  std::vector<int32_t> queueless;
-  // Per instruction: the queueless instruction its signal may complete (the one waiting on its
-  // out_counter), else -1.
-  std::vector<int32_t> then_instruction;
   std::vector<uint32_t> counter_step_increment; // producers per counter per step
   int32_t n_sms = 0;
   int32_t sink_instruction = -1;   // the SAMPLE_ARGMAX every task happens-before, else -1
@@ -62,9 +57,8 @@ struct MarshalLimits {
 // Throws MarshalError. `program` must have passed validate() (the loader checks first).
 MarshalledProgram marshal(const Program& program, const MarshalLimits& limits);
 
-// The task records (abi.h amk_task_record_t) of a marshalled program whose buffer table `table`
-// (parallel to m.buffers) holds the device pointers: sm_queue's, in its order, then the
-// queueless tasks', each signaler's then_record naming the record of the task it may run.
+// The task records (abi.h amk_task_record_t), in sm_queue order, of a marshalled program whose
+// buffer table `table` (parallel to m.buffers) holds the device pointers.
 std::vector<amk_task_record_t> task_records(const MarshalledProgram& m,
                                             const std::vector<amk_buffer_t>& table);
 

@@ -99,65 +99,6 @@ __device__ __forceinline__ void prefetch_record(const amk_task_record_t* src,
   cp_async_commit();
 }
 
-// The signal of a task whose counter releases a task run by its last signaler (IR
-// Task::run_by_last_signaler, abi.h then_record), and then, if this signal was the step's last
-// on that counter, that task, right here, and so on down a chain of such tasks. The released
-// task's record is copied into the op scratch (free: the signaler passed its end barrier) while
-// the signal's atomic is in flight. Every consumer thread calls this after the signaler's end
-// barrier; false (on every thread) when the launch is leaving on an op error.
-__device__ __forceinline__ bool signal_and_run_released(const amk_program_t& prog, int then,
-                                                     int counter, uint64_t* stamp, float* scratch,
-                                                     int scratch_bytes, WeightRing* ring,
-                                                     int* op_failed, int n_threads,
-                                                     uint32_t epoch, bool profiled_step) {
-  const int tid = int(threadIdx.x);
-  amk_task_record_t* rec = reinterpret_cast<amk_task_record_t*>(scratch);
-  constexpr int kRecordFloats = int(sizeof(amk_task_record_t) / sizeof(float));
-  while (true) {
-    prefetch_record(prog.task_records + then, rec, kRecordVectors, tid, n_threads);
-    bool last = false;
-    if (tid == 0) {
-      // acq_rel: releases this CTA's writes (ordered by the end barrier) like
-      // publish_completion's red.release, and when it is the last signal, acquires every other
-      // signaler's, so the released task reads their outputs after the barrier below.
-      uint32_t old;
-      asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
-                   : "=r"(old)
-                   : "l"(prog.counters + counter)
-                   : "memory");
-      last = old + 1u == (epoch + 1u) * prog.counter_step_increment[counter];
-      if (stamp) stamp[2] = global_ns();
-    }
-    cp_async_wait_all();
-    if (!consumer_any(last, n_threads)) return true;  // another signaler runs it
-    const amk_instruction_t& inst = rec->inst;
-    uint64_t* next_stamp = prog.profile != nullptr && tid == 0 && profiled_step
-                               ? prog.profile + AMK_PROFILE_STAMPS * int64_t(rec->index)
-                               : nullptr;
-    if (next_stamp) next_stamp[0] = next_stamp[1] = global_ns();
-    // What follows the op, read before the vote: past it the next prefetch may overwrite rec.
-    counter = inst.out_counter;
-    then = rec->then_record;
-    OpContext c{&prog, &inst, rec->desc, scratch + kRecordFloats,
-                scratch_bytes - int(sizeof(amk_task_record_t)), tid, n_threads, -1, ring,
-                -1, epoch, op_failed, next_stamp};
-    // The marshal hands only combines to a signaler (marshal.cpp check_task): one more copy of
-    // the whole dispatch switch would cost instruction cache on every task.
-    if (inst.op == AMK_OP_ATTENTION_COMBINE)
-      op_attention_combine(c);
-    else
-      op_fail(c, 1);
-    if (tid == 0) ring->x_op = -1;  // the op scratch no longer holds a GEMV's x
-    if (consumer_any(*reinterpret_cast<volatile int*>(op_failed) != 0, n_threads)) return false;
-    stamp = next_stamp;
-    if (then < 0) {
-      publish_completion(prog, counter, tid);
-      if (stamp) stamp[2] = global_ns();
-      return true;
-    }
-  }
-}
-
 __device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_task_record_t* s_rec,
                                               float* scratch, int scratch_bytes, WeightRing* ring,
                                               int* op_failed, int n_threads, int queue_begin,
@@ -249,14 +190,8 @@ __device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_tas
         return;
       }
       if (index == prog.sink_instruction && tid == 0) finish_decode_step(prog, s);
-      if (rec->then_record < 0) {
-        publish_completion(prog, out_counter, tid);
-        if (stamp) stamp[2] = global_ns();
-      } else if (!signal_and_run_released(prog, rec->then_record, out_counter, stamp, scratch,
-                                          scratch_bytes, ring, op_failed, n_threads, epoch,
-                                          s + 1 == prog.n_steps)) {
-        return;
-      }
+      publish_completion(prog, out_counter, tid);
+      if (stamp) stamp[2] = global_ns();
     }
   }
 }
