@@ -75,6 +75,24 @@ TEST(TimingSim, OneSmStreamingAloneTakesBytesOverItsRatePlusTheFixedCost) {
   EXPECT_NEAR(double(r.stamps[0].op_end - r.stamps[0].op_begin) / 1e3, expected, 2e-3);
 }
 
+TEST(TimingSim, AGemvTilesEpilogueGrowsWithTheRowsItWrites) {
+  // The same bytes as 10 rows or as 40: epilogue_us_per_row x the rows on top of the fixed cost.
+  SimConstants c = clean_constants();
+  c.epilogue_us_per_row = 0.05;
+  const int64_t bytes = 1 << 20;
+  for (int64_t rows : {10, 40}) {
+    Program p;
+    gemv(p, 0, bytes).params.set_int("N_tile", rows);
+    const double expected =
+        double(bytes) / (c.per_sm_gbs * 1e3) + c.task_fixed_us + c.epilogue_us_per_row * rows;
+    EXPECT_NEAR(run(p, c).step_us, expected, 1e-6 * expected) << rows << " rows";
+  }
+  // An ADD (no rows of its own) keeps only the fixed cost.
+  Program p;
+  other(p, 0, 0);
+  EXPECT_NEAR(run(p, c).step_us, c.task_fixed_us, 1e-9);
+}
+
 TEST(TimingSim, EverySmStreamingAtOnceSharesTheCeiling) {
   Program p;
   const int64_t bytes = 1 << 20;

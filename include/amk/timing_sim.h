@@ -58,6 +58,11 @@ struct SimConstants {
   // small model's level sooner (smollm2-135m: q/k/v tiles twice as wide -6.6 %, o_proj -4 %,
   // bench/RESULTS.md 2026-11-24); the H100 fit put it at ~0.012 µs, too small to be the reason.
   double arrive_us = 0.0;
+  // A GEMV-family tile's epilogue per output row it writes (one consumer thread a row: the
+  // bias / residual load, the store, the release that waits for the stores), on top of
+  // task_fixed_us: a 6-15-row tile of smollm2-135m measured ~1.3 µs of epilogue where the 1B's
+  // 16-124-row tiles took ~2.1-2.3 (bench/RESULTS.md, eighteenth session). 0: no such term.
+  double epilogue_us_per_row = 0.0;
 };
 
 // The fitted constants' names, in a fixed order (the fit's coordinates, the JSON's keys).

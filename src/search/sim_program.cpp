@@ -138,6 +138,7 @@ Prepared prepare(const Program& program, const GpuTarget& target, const SimOptio
         }
       }
       s.warp_scale = double(n_warps) / 8.0;
+      s.out_rows = double(std::max<int64_t>(width, 0));
       s.weight_bytes = std::max(0.0, w);
       // x in F32 (two vectors for the SiLU prologue), plus what else the tile reads besides its
       // rows (a norm weight, a bias).

@@ -36,6 +36,7 @@ struct SimTask {
   // memory (gemv.cuh strip_period == 0 for a BF16 weight; then strip_slow_factor slower).
   double warp_scale = 1.0;
   bool slow_strips = false;
+  double out_rows = 0;  // Stream: the output rows its epilogue writes (N_tile; GLU: features)
 };
 
 class PreparedProgram {

@@ -317,7 +317,8 @@ class Engine {
     const int32_t ti = task_at(slot, s.pos);
     body_end_abs_[size_t(ti)] = now_;
     s.phase = Phase::Post;
-    s.phase_end = now_ + c_.task_fixed_us + c_.epilogue_trips * loaded();
+    s.phase_end = now_ + c_.task_fixed_us + c_.epilogue_us_per_row * p_.tasks[size_t(ti)].out_rows +
+                  c_.epilogue_trips * loaded();
   }
 
   // The epilogue's release: the counter's signal, seen by its waiters one hop later.
