@@ -93,6 +93,32 @@ TEST(TimingSim, AGemvTilesEpilogueGrowsWithTheRowsItWrites) {
   EXPECT_NEAR(run(p, c).step_us, c.task_fixed_us, 1e-9);
 }
 
+TEST(TimingSim, ATasksEpilogueQueuesBehindItsOwnSmsCopiesNotTheGpus) {
+  // SMs 0-15 stream large tiles, so the GPU has copies in flight; SM 16 runs an ADD meanwhile
+  // and has nothing to fetch: its prologue and epilogue pay no loaded trips (the GPU mean would
+  // charge it epilogue_trips x rtt_us_per_kib x the mean KiB in flight per SM, ~0.4 µs here).
+  SimConstants c = clean_constants();
+  c.copy_latency_us = 1.0;
+  c.rtt_us_per_kib = 0.01;
+  c.epilogue_trips = 5;
+  c.prologue_trips = 1;
+  Program p;
+  for (int64_t sm = 0; sm < 16; ++sm) gemv(p, sm, int64_t(16) << 20);
+  other(p, 16, 0);
+  const SimResult r = run(p, c);
+  const auto& add = r.stamps[16];
+  EXPECT_NEAR(double(add.op_end - add.op_begin) / 1e3, c.task_fixed_us, 2e-3);
+  EXPECT_GT(r.stamps[0].op_end, add.op_end);  // the others were still streaming
+  // An SM whose producer runs ahead into its next tile (pipelining depth 1) pays the loaded
+  // trips after its first tile's body; its last tile, with nothing left to fetch, does not.
+  Program q;
+  gemv(q, 0, int64_t(1) << 20);
+  gemv(q, 0, int64_t(1) << 20, {}, 1);
+  const SimResult two = run(q, c);
+  EXPECT_GT(double(two.stamps[0].op_end - two.body_end[0]) / 1e3, c.task_fixed_us + 0.1);
+  EXPECT_NEAR(double(two.stamps[1].op_end - two.body_end[1]) / 1e3, c.task_fixed_us, 2e-3);
+}
+
 TEST(TimingSim, EverySmStreamingAtOnceSharesTheCeiling) {
   Program p;
   const int64_t bytes = 1 << 20;

@@ -47,7 +47,8 @@ struct SimConstants {
   // three times the shared-memory bytes per weight byte of the register path.
   double strip_slow_factor = 3.0;
   // Round trips of a task's epilogue (the release of its stores before the signal) that queue
-  // behind the weight traffic: task_fixed_us + epilogue_trips x (the loaded part of a trip).
+  // behind its SM's own weight copies: task_fixed_us + epilogue_trips x (the loaded part of a
+  // trip at that SM's bytes in flight).
   double epilogue_trips = 1.0;
   // A GEMV body's fixed cost before its rows flow (the first chunk's wait, the strip set-up):
   // the profiles' body time is ~1.3 µs plus the bytes at a rate far above per_sm_gbs' old fits.

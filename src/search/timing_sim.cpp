@@ -114,6 +114,14 @@ class Engine {
   // ---- the model's latencies at this instant ----
   // A trip's loaded part: rtt_us_per_kib per KiB in flight per SM (GPU mean).
   double loaded() const { return slope_ * bytes_in_flight_; }
+  // The loaded part of a trip of one SM's own task (its prologue's reads, its epilogue's
+  // release): rtt_us_per_kib per KiB its own producer has in flight. The profiles measured a
+  // GEMV epilogue at ~1.3 µs wherever the SM's ring was full (every smollm2-135m level, the 1B's
+  // q/k/v) and 2.0-2.4 µs where its producer streamed the next level behind it (the 1B's
+  // o_proj, gate/up, down), whatever the GPU's total traffic (bench/RESULTS.md, twenty-first
+  // session); the GPU mean charged smollm2's tasks the loaded cost of the SMs still streaming.
+  double loaded_sm(size_t slot) const { return c_.rtt_us_per_kib / 1024.0 * sms_[slot].inflight; }
+  // A poll's round trip (the GPU mean: the counter's L2 slice is shared).
   double rtt() const { return c_.rtt_us + loaded(); }
   double hop() const { return c_.hop_us + c_.hop_trips * loaded(); }
   double copy_latency() const { return c_.copy_latency_us + slope_ * bytes_in_flight_; }
@@ -294,7 +302,7 @@ class Engine {
       s.x_key = -1;  // any other op may have used the op scratch
     }
     s.phase = Phase::Pre;
-    s.phase_end = now_ + c_.prologue_trips * rtt() + act / act_rate_;
+    s.phase_end = now_ + c_.prologue_trips * (c_.rtt_us + loaded_sm(slot)) + act / act_rate_;
   }
 
   void begin_body(size_t slot) {
@@ -318,7 +326,7 @@ class Engine {
     body_end_abs_[size_t(ti)] = now_;
     s.phase = Phase::Post;
     s.phase_end = now_ + c_.task_fixed_us + c_.epilogue_us_per_row * p_.tasks[size_t(ti)].out_rows +
-                  c_.epilogue_trips * loaded();
+                  c_.epilogue_trips * loaded_sm(slot);
   }
 
   // The epilogue's release: the counter's signal, seen by its waiters one hop later.
