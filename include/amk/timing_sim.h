@@ -35,7 +35,9 @@ struct SimConstants {
   double chunk_us = 0.25;        // consumer cost per ring chunk (mbarrier wait and release)
   double copy_latency_us = 1.0;  // one bulk copy's latency on an idle GPU
   double rtt_us = 0.2;           // one L2 round trip on an idle GPU
-  double rtt_us_per_kib = 0.008; // added to a round trip per KiB in flight per SM (GPU mean)
+  // Added to a round trip per KiB in flight per SM: the GPU mean for polls, hops and copies, the
+  // task's own SM's for its prologue and epilogue.
+  double rtt_us_per_kib = 0.008;
   double hop_trips = 4.0;        // round trips of a hop that queue behind the weight traffic
   double prologue_trips = 2.0;   // round trips of a task's prologue (operands, partial sums)
   double act_gbs = 8.0;          // activation bytes one SM reads per µs (x rebuild, norms, argmax)
