@@ -1,0 +1,340 @@
+// What one dependency hop of the megakernel costs under the weight stream, by hand-off protocol
+// (issue 9 point 4: "few round trips on the chain"). Every SM runs one CTA shaped like the
+// megakernel's: 256 consumer threads and a producer warp whose lane 0 streams a slice of a 4 GiB
+// buffer (L2 holds none of it) through a 4-stage ring of 32 KiB bulk copies, `inflight` of them
+// outstanding, with the kernel's evict_first policy, for as long as the chain runs.
+//
+// The chain: kLevels all-join levels. At each level every CTA reads the whole previous level's
+// vector (132 x 16 floats, every CTA's slice), sums it over the block (the x build and norm of a
+// GEMV task) and writes its own 16 outputs (a tile's epilogue). Three hand-offs:
+//   counter  what the megakernel does: stores, consumer barrier, red.release.gpu on the level's
+//            counter; thread 0 of each reader polls it with ld.acquire.gpu, a barrier, then the
+//            vector's loads (an L2 round trip each: store ack + release, poll, load).
+//   tagged   each value travels with its level's tag in one 64-bit word (NCCL's LL protocol):
+//            stores and nothing else; every reader thread loads its words and re-loads the ones
+//            whose tag is stale until the block agrees all are current (the poll is the load).
+//   hybrid   tagged words, plus a relaxed counter increment after them (no fence): thread 0
+//            polls the counter (one word, cheap while waiting), then the tagged loads validate.
+//   counter, no fence   the counter protocol with a relaxed increment: NOT a protocol (nothing
+//            orders the stores before the count; a reader may take stale floats and nothing
+//            here checks), only the measure of what the release itself costs.
+// Printed per protocol and bytes in flight: µs per hop (median CTA), and the stream's GB/s over
+// the chain (what the polling costs the weight stream). bench/RESULTS.md, twenty-second session:
+// on the H100 the release costs 1.7 µs a hop at 32 KiB in flight per SM and 4 µs at 64 KiB, far
+// more than its own stores' round trip (it waits for the SM's weight copies in flight too).
+//
+// Build: CMake target amk_bench_hop_protocol (CUDA builds with AMK_BUILD_BENCH). Run it on the
+// GPU machine with no arguments.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "vm/cuda/weight_ring.cuh"  // the kernel's own mbarrier and bulk-copy wrappers
+
+namespace {
+
+using namespace amk::cuda;
+
+constexpr int kConsumers = 256, kThreads = kConsumers + 32, kChunk = 32 * 1024, kStages = 4;
+constexpr int kSlice = 16, kLevels = 200;
+constexpr size_t kStreamBytes = size_t(4) << 30;
+constexpr int kMaxSms = 160, kVec = kMaxSms * kSlice;
+constexpr int kPerThread = (kVec + kConsumers - 1) / kConsumers;
+
+// kCounterNoFence is not a protocol (nothing makes the stores visible before the count): it
+// measures what the release alone costs.
+enum Protocol : int { kCounter = 0, kTagged = 1, kHybrid = 2, kCounterNoFence = 3 };
+
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void bar_consumers() {
+  asm volatile("bar.sync 1, %0;" ::"r"(kConsumers) : "memory");
+}
+__device__ __forceinline__ bool bar_consumers_and(bool p) {
+  uint32_t all;
+  asm volatile(
+      "{\n\t.reg .pred p, q;\n\tsetp.ne.u32 p, %1, 0;\n\tbar.red.and.pred q, 1, %2, p;\n\t"
+      "selp.u32 %0, 1, 0, q;\n\t}"
+      : "=r"(all)
+      : "r"(uint32_t(p)), "r"(kConsumers)
+      : "memory");
+  return all != 0u;
+}
+__device__ __forceinline__ uint32_t ld_acquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint32_t ld_relaxed(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint64_t ld_relaxed64(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_relaxed64(uint64_t* p, uint64_t v) {
+  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+struct Args {
+  const uint8_t* stream;
+  int64_t stream_per_sm;
+  int inflight;  // 0: no stream
+  int protocol;
+  uint32_t tag_base;  // distinct per launch: the tagged vectors are never cleared
+  float* fvec;        // counter: kLevels vectors of kVec floats
+  uint64_t* tvec;     // tagged / hybrid: kLevels vectors of kVec words
+  uint32_t* counters; // kLevels, zeroed before each launch
+  uint64_t* out;      // per CTA: t0, t1, streamed bytes (until the chain ended), stream start
+};
+
+// Lane 0 of the producer warp: stream until the consumers raise `stop`, then drain.
+__device__ void produce(const Args& a, uint32_t stages, uint32_t bars, volatile int* stop,
+                        uint64_t* streamed) {
+  const uint8_t* slice = a.stream + int64_t(blockIdx.x) * a.stream_per_sm;
+  const int64_t n = a.stream_per_sm / kChunk;
+  uint32_t phase[kStages] = {0u, 0u, 0u, 0u};
+  const uint64_t policy = evict_first_policy();
+  int64_t issued = 0, landed = 0, at_stop = -1;
+  while (true) {
+    const bool stopping = *stop != 0;
+    if (stopping && at_stop < 0) at_stop = landed;
+    while (!stopping && issued - landed < a.inflight) {
+      const int s = int(issued % kStages);
+      mbar_arrive_expect_tx(bars + 8u * s, kChunk);
+      bulk_copy_g2s(stages + uint32_t(s) * kChunk, slice + (issued % n) * kChunk, kChunk,
+                    bars + 8u * s, policy);
+      ++issued;
+    }
+    if (landed == issued) break;
+    const int s = int(landed % kStages);
+    while (!mbar_try_wait(bars + 8u * s, phase[s])) {
+    }
+    phase[s] ^= 1u;
+    ++landed;
+  }
+  *streamed = uint64_t(at_stop < 0 ? landed : at_stop) * kChunk;
+}
+
+__device__ float block_sum256(float v, float* red) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int tid = int(threadIdx.x);
+  if ((tid & 31) == 0) red[tid >> 5] = v;
+  bar_consumers();
+  float t = (tid & 31) < kConsumers / 32 ? red[tid & 31] : 0.0f;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+  bar_consumers();
+  return t;
+}
+
+// One level's read of vector `l` (all n values), summed over the block.
+__device__ float read_level(const Args& a, int l, int n, float* red) {
+  const int tid = int(threadIdx.x);
+  float s = 0.0f;
+  if (a.protocol == kCounter || a.protocol == kCounterNoFence) {
+    if (tid == 0) {
+      const uint32_t target = uint32_t(gridDim.x);
+      while (ld_acquire(a.counters + l) < target) {
+      }
+    }
+    bar_consumers();
+    const float* v = a.fvec + int64_t(l) * kVec;
+    float x[kPerThread];
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) {
+      const int i = tid + k * kConsumers;
+      x[k] = i < n ? __ldcg(v + i) : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) s += x[k];
+  } else {
+    if (a.protocol == kHybrid && tid == 0) {
+      const uint32_t target = uint32_t(gridDim.x);
+      while (ld_relaxed(a.counters + l) < target) {
+      }
+    }
+    if (a.protocol == kHybrid) bar_consumers();
+    const uint64_t* v = a.tvec + int64_t(l) * kVec;
+    const uint32_t tag = a.tag_base + uint32_t(l);
+    float x[kPerThread];
+    uint32_t pending = 0;
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) {
+      x[k] = 0.0f;
+      if (tid + k * kConsumers < n) pending |= 1u << k;
+    }
+    while (true) {
+      uint64_t w[kPerThread];
+#pragma unroll
+      for (int k = 0; k < kPerThread; ++k)
+        if (pending & (1u << k)) w[k] = ld_relaxed64(v + tid + k * kConsumers);
+#pragma unroll
+      for (int k = 0; k < kPerThread; ++k)
+        if ((pending & (1u << k)) && uint32_t(w[k] >> 32) == tag) {
+          x[k] = __uint_as_float(uint32_t(w[k]));
+          pending &= ~(1u << k);
+        }
+      if (bar_consumers_and(pending == 0)) break;
+    }
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) s += x[k];
+  }
+  return block_sum256(s, red);
+}
+
+__device__ void write_level(const Args& a, int l, float value) {
+  const int tid = int(threadIdx.x);
+  const int i = int(blockIdx.x) * kSlice + tid;
+  if (a.protocol == kCounter || a.protocol == kCounterNoFence) {
+    if (tid < kSlice) a.fvec[int64_t(l) * kVec + i] = value + float(tid);
+    bar_consumers();
+    if (tid == 0 && a.protocol == kCounter)
+      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(a.counters + l) : "memory");
+    if (tid == 0 && a.protocol == kCounterNoFence)
+      asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(a.counters + l) : "memory");
+  } else {
+    if (tid < kSlice)
+      st_relaxed64(a.tvec + int64_t(l) * kVec + i,
+                   (uint64_t(a.tag_base + uint32_t(l)) << 32) | __float_as_uint(value + float(tid)));
+    if (a.protocol == kHybrid) {
+      bar_consumers();
+      if (tid == 0)
+        asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(a.counters + l) : "memory");
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) hop_chain(Args a) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ __align__(8) uint64_t bars[kStages];
+  __shared__ float red[32];
+  __shared__ volatile int stop;
+  __shared__ uint64_t streamed, stream_t0;
+  const int tid = int(threadIdx.x);
+  if (tid == 0) {
+    stop = 0;
+    streamed = 0;
+    for (int s = 0; s < kStages; ++s) mbar_init(smem_address(&bars[s]), 1u);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  if (tid >= kConsumers) {
+    if (tid == kConsumers) {
+      stream_t0 = global_ns();
+      if (a.inflight > 0) produce(a, smem_address(smem), smem_address(&bars[0]), &stop, &streamed);
+    }
+    __syncwarp();
+    asm volatile("bar.sync 2, %0;" ::"r"(kThreads) : "memory");  // drained: the CTA may exit
+    return;
+  }
+  const int n = int(gridDim.x) * kSlice;
+  // Let the stream reach its steady state before the chain starts.
+  const uint64_t warm = global_ns();
+  while (global_ns() - warm < 20000) {
+  }
+  bar_consumers();
+  const uint64_t t0 = global_ns();
+  write_level(a, 0, float(blockIdx.x));
+  for (int l = 1; l < kLevels; ++l) {
+    const float s = read_level(a, l - 1, n, red);
+    write_level(a, l, s * 1e-6f);
+  }
+  (void)read_level(a, kLevels - 1, n, red);
+  const uint64_t t1 = global_ns();
+  if (tid == 0) stop = 1;
+  asm volatile("bar.sync 2, %0;" ::"r"(kThreads) : "memory");  // the producer has drained
+  if (tid == 0) {
+    a.out[4 * blockIdx.x] = t0;
+    a.out[4 * blockIdx.x + 1] = t1;
+    a.out[4 * blockIdx.x + 2] = streamed;
+    a.out[4 * blockIdx.x + 3] = stream_t0;
+  }
+}
+
+bool ok(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return true;
+  std::fprintf(stderr, "hop_protocol: %s: %s\n", what, cudaGetErrorString(e));
+  return false;
+}
+
+}  // namespace
+
+int main() {
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  if (sms > kMaxSms) {
+    std::fprintf(stderr, "hop_protocol: %d SMs, built for at most %d\n", sms, kMaxSms);
+    return 1;
+  }
+  uint8_t* stream = nullptr;
+  float* fvec = nullptr;
+  uint64_t* tvec = nullptr;
+  uint32_t* counters = nullptr;
+  uint64_t* out = nullptr;
+  if (!ok(cudaMalloc(&stream, kStreamBytes), "cudaMalloc") ||
+      !ok(cudaMalloc(&fvec, sizeof(float) * kLevels * kVec), "cudaMalloc") ||
+      !ok(cudaMalloc(&tvec, sizeof(uint64_t) * kLevels * kVec), "cudaMalloc") ||
+      !ok(cudaMalloc(&counters, sizeof(uint32_t) * kLevels), "cudaMalloc") ||
+      !ok(cudaMalloc(&out, sizeof(uint64_t) * 4 * sms), "cudaMalloc") ||
+      !ok(cudaMemset(stream, 1, kStreamBytes), "cudaMemset") ||
+      !ok(cudaMemset(tvec, 0, sizeof(uint64_t) * kLevels * kVec), "cudaMemset"))
+    return 1;
+  const int smem = kStages * kChunk;
+  if (!ok(cudaFuncSetAttribute(hop_chain, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+          "cudaFuncSetAttribute"))
+    return 1;
+  const char* names[] = {"counter (release/acquire)", "tagged words", "hybrid (relaxed counter)",
+                         "counter, no fence (unsafe)"};
+  std::printf("%-26s %9s %10s %10s %10s\n", "protocol", "in flight", "us/hop", "p90 us/hop",
+              "stream GB/s");
+  uint32_t tag_base = 1;
+  std::vector<uint64_t> host(4 * sms);
+  for (int inflight : {0, 1, 2, 4}) {
+    for (int protocol : {kCounter, kTagged, kHybrid, kCounterNoFence}) {
+      std::vector<double> hops, p90s, gbs;
+      for (int rep = 0; rep < 5; ++rep) {
+        Args a{stream, int64_t(kStreamBytes / size_t(sms)) / kChunk * kChunk, inflight, protocol,
+               tag_base, fvec, tvec, counters, out};
+        tag_base += kLevels;
+        if (!ok(cudaMemset(counters, 0, sizeof(uint32_t) * kLevels), "cudaMemset") ||
+            !ok(cudaMemset(out, 0, sizeof(uint64_t) * 4 * sms), "cudaMemset"))
+          return 1;
+        hop_chain<<<sms, kThreads, smem>>>(a);
+        if (!ok(cudaDeviceSynchronize(), "kernel") ||
+            !ok(cudaMemcpy(host.data(), out, sizeof(uint64_t) * 4 * sms, cudaMemcpyDeviceToHost),
+                "cudaMemcpy"))
+          return 1;
+        std::vector<double> per;
+        uint64_t first = ~0ull, last = 0, bytes = 0;
+        for (int b = 0; b < sms; ++b) {
+          per.push_back(double(host[4 * b + 1] - host[4 * b]) / 1e3 / kLevels);
+          first = std::min(first, host[4 * b + 3]);
+          last = std::max(last, host[4 * b + 1]);
+          bytes += host[4 * b + 2];
+        }
+        std::sort(per.begin(), per.end());
+        hops.push_back(per[per.size() / 2]);
+        p90s.push_back(per[per.size() * 9 / 10]);
+        gbs.push_back(double(bytes) / double(last - first));  // bytes per ns = GB/s
+      }
+      std::sort(hops.begin(), hops.end());
+      std::sort(p90s.begin(), p90s.end());
+      std::sort(gbs.begin(), gbs.end());
+      std::printf("%-26s %6d KiB %10.3f %10.3f %10.0f\n", names[protocol],
+                  inflight * kChunk / 1024, hops[hops.size() / 2], p90s[p90s.size() / 2],
+                  gbs[gbs.size() / 2]);
+    }
+  }
+  return 0;
+}
