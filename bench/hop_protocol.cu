@@ -48,29 +48,9 @@ constexpr int kPerThread = (kVec + kConsumers - 1) / kConsumers;
 // measures what the release alone costs.
 enum Protocol : int { kCounter = 0, kTagged = 1, kHybrid = 2, kCounterNoFence = 3 };
 
-__device__ __forceinline__ uint64_t global_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-  return t;
-}
-__device__ __forceinline__ void bar_consumers() {
-  asm volatile("bar.sync 1, %0;" ::"r"(kConsumers) : "memory");
-}
-__device__ __forceinline__ bool bar_consumers_and(bool p) {
-  uint32_t all;
-  asm volatile(
-      "{\n\t.reg .pred p, q;\n\tsetp.ne.u32 p, %1, 0;\n\tbar.red.and.pred q, 1, %2, p;\n\t"
-      "selp.u32 %0, 1, 0, q;\n\t}"
-      : "=r"(all)
-      : "r"(uint32_t(p)), "r"(kConsumers)
-      : "memory");
-  return all != 0u;
-}
-__device__ __forceinline__ uint32_t ld_acquire(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
+// The kernel's own global_ns, consumer_sync / consumer_any (named barrier 1), load_acquire_gpu
+// and block_sum come with weight_ring.cuh; only the relaxed accesses below are this file's.
+__device__ __forceinline__ void bar_consumers() { consumer_sync(kConsumers); }
 __device__ __forceinline__ uint32_t ld_relaxed(const uint32_t* p) {
   uint32_t v;
   asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -125,19 +105,6 @@ __device__ void produce(const Args& a, uint32_t stages, uint32_t bars, volatile 
   *streamed = uint64_t(at_stop < 0 ? landed : at_stop) * kChunk;
 }
 
-__device__ float block_sum256(float v, float* red) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int tid = int(threadIdx.x);
-  if ((tid & 31) == 0) red[tid >> 5] = v;
-  bar_consumers();
-  float t = (tid & 31) < kConsumers / 32 ? red[tid & 31] : 0.0f;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-  bar_consumers();
-  return t;
-}
-
 // One level's read of vector `l` (all n values), summed over the block.
 __device__ float read_level(const Args& a, int l, int n, float* red) {
   const int tid = int(threadIdx.x);
@@ -145,7 +112,7 @@ __device__ float read_level(const Args& a, int l, int n, float* red) {
   if (a.protocol == kCounter || a.protocol == kCounterNoFence) {
     if (tid == 0) {
       const uint32_t target = uint32_t(gridDim.x);
-      while (ld_acquire(a.counters + l) < target) {
+      while (load_acquire_gpu(a.counters + l) < target) {
       }
     }
     bar_consumers();
@@ -185,12 +152,12 @@ __device__ float read_level(const Args& a, int l, int n, float* red) {
           x[k] = __uint_as_float(uint32_t(w[k]));
           pending &= ~(1u << k);
         }
-      if (bar_consumers_and(pending == 0)) break;
+      if (!consumer_any(pending != 0, kConsumers)) break;
     }
 #pragma unroll
     for (int k = 0; k < kPerThread; ++k) s += x[k];
   }
-  return block_sum256(s, red);
+  return block_sum(s, red, tid, kConsumers);
 }
 
 __device__ void write_level(const Args& a, int l, float value) {
