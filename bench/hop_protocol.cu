@@ -18,10 +18,17 @@
 //   counter, no fence   the counter protocol with a relaxed increment: NOT a protocol (nothing
 //            orders the stores before the count; a reader may take stale floats and nothing
 //            here checks), only the measure of what the release itself costs.
+//   bulk store, relaxed / release count   the outputs written to shared memory, fenced to the
+//            async proxy, then one bulk copy to global memory (the TMA's store), its completion
+//            waited for (cp.async.bulk.wait_group 0), then the count: relaxed (what the
+//            megakernel's GEMV tiles now do, vm/cuda/sync.cuh OutStage) or release.
 // Printed per protocol and bytes in flight: µs per hop (median CTA), and the stream's GB/s over
 // the chain (what the polling costs the weight stream). bench/RESULTS.md, twenty-second session:
 // on the H100 the release costs 1.7 µs a hop at 32 KiB in flight per SM and 4 µs at 64 KiB, far
 // more than its own stores' round trip (it waits for the SM's weight copies in flight too).
+// Twenty-third: the bulk store with a relaxed count carries a hop in 1.55 µs at 32 KiB (the
+// no-fence count 1.46), with a release count 3.2 (the fence waits for the copies whatever the
+// stores were).
 //
 // Build: CMake target amk_bench_hop_protocol (CUDA builds with AMK_BUILD_BENCH). Run it on the
 // GPU machine with no arguments.
@@ -46,7 +53,20 @@ constexpr int kPerThread = (kVec + kConsumers - 1) / kConsumers;
 
 // kCounterNoFence is not a protocol (nothing makes the stores visible before the count): it
 // measures what the release alone costs.
-enum Protocol : int { kCounter = 0, kTagged = 1, kHybrid = 2, kCounterNoFence = 3 };
+// kBulkRelaxed and kBulkRelease store a tile's outputs with one bulk copy from shared memory
+// (the TMA's store), wait for its completion (cp.async.bulk.wait_group 0: the writes performed),
+// then count, relaxed or release.
+enum Protocol : int {
+  kCounter = 0,
+  kTagged = 1,
+  kHybrid = 2,
+  kCounterNoFence = 3,
+  kBulkRelaxed = 4,
+  kBulkRelease = 5
+};
+__host__ __device__ constexpr bool is_counter(int p) {
+  return p == kCounter || p == kCounterNoFence || p == kBulkRelaxed || p == kBulkRelease;
+}
 
 // The kernel's own global_ns, consumer_sync / consumer_any (named barrier 1), load_acquire_gpu
 // and block_sum come with weight_ring.cuh; only the relaxed accesses below are this file's.
@@ -109,7 +129,7 @@ __device__ void produce(const Args& a, uint32_t stages, uint32_t bars, volatile 
 __device__ float read_level(const Args& a, int l, int n, float* red) {
   const int tid = int(threadIdx.x);
   float s = 0.0f;
-  if (a.protocol == kCounter || a.protocol == kCounterNoFence) {
+  if (is_counter(a.protocol)) {
     if (tid == 0) {
       const uint32_t target = uint32_t(gridDim.x);
       while (load_acquire_gpu(a.counters + l) < target) {
@@ -160,10 +180,28 @@ __device__ float read_level(const Args& a, int l, int n, float* red) {
   return block_sum(s, red, tid, kConsumers);
 }
 
-__device__ void write_level(const Args& a, int l, float value) {
+__device__ void write_level(const Args& a, int l, float value, float* staged) {
   const int tid = int(threadIdx.x);
   const int i = int(blockIdx.x) * kSlice + tid;
-  if (a.protocol == kCounter || a.protocol == kCounterNoFence) {
+  if (a.protocol == kBulkRelaxed || a.protocol == kBulkRelease) {
+    if (tid < kSlice) staged[tid] = value + float(tid);
+    // The generic proxy's shared-memory writes, made visible to the async proxy's read.
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    bar_consumers();
+    if (tid == 0) {
+      float* dst = a.fvec + int64_t(l) * kVec + int64_t(blockIdx.x) * kSlice;
+      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(
+                       __cvta_generic_to_global(dst)),
+                   "r"(smem_address(staged)), "n"(kSlice * 4)
+                   : "memory");
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+      asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+      if (a.protocol == kBulkRelaxed)
+        asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(a.counters + l) : "memory");
+      else
+        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(a.counters + l) : "memory");
+    }
+  } else if (a.protocol == kCounter || a.protocol == kCounterNoFence) {
     if (tid < kSlice) a.fvec[int64_t(l) * kVec + i] = value + float(tid);
     bar_consumers();
     if (tid == 0 && a.protocol == kCounter)
@@ -186,6 +224,7 @@ __global__ void __launch_bounds__(kThreads) hop_chain(Args a) {
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ __align__(8) uint64_t bars[kStages];
   __shared__ float red[32];
+  __shared__ __align__(128) float staged[kSlice];
   __shared__ volatile int stop;
   __shared__ uint64_t streamed, stream_t0;
   const int tid = int(threadIdx.x);
@@ -212,10 +251,10 @@ __global__ void __launch_bounds__(kThreads) hop_chain(Args a) {
   }
   bar_consumers();
   const uint64_t t0 = global_ns();
-  write_level(a, 0, float(blockIdx.x));
+  write_level(a, 0, float(blockIdx.x), staged);
   for (int l = 1; l < kLevels; ++l) {
     const float s = read_level(a, l - 1, n, red);
-    write_level(a, l, s * 1e-6f);
+    write_level(a, l, s * 1e-6f, staged);
   }
   (void)read_level(a, kLevels - 1, n, red);
   const uint64_t t1 = global_ns();
@@ -262,13 +301,14 @@ int main() {
           "cudaFuncSetAttribute"))
     return 1;
   const char* names[] = {"counter (release/acquire)", "tagged words", "hybrid (relaxed counter)",
-                         "counter, no fence (unsafe)"};
+                         "counter, no fence (unsafe)", "bulk store, relaxed count",
+                         "bulk store, release count"};
   std::printf("%-26s %9s %10s %10s %10s\n", "protocol", "in flight", "us/hop", "p90 us/hop",
               "stream GB/s");
   uint32_t tag_base = 1;
   std::vector<uint64_t> host(4 * sms);
   for (int inflight : {0, 1, 2, 4}) {
-    for (int protocol : {kCounter, kTagged, kHybrid, kCounterNoFence}) {
+    for (int protocol : {kCounter, kTagged, kHybrid, kCounterNoFence, kBulkRelaxed, kBulkRelease}) {
       std::vector<double> hops, p90s, gbs;
       for (int rep = 0; rep < 5; ++rep) {
         Args a{stream, int64_t(kStreamBytes / size_t(sms)) / kChunk * kChunk, inflight, protocol,

@@ -38,14 +38,15 @@ void expect_projection_tiles(const ScheduleConfig& c, const std::array<int64_t, 
     EXPECT_EQ(n_tile(c, kProjections[i], "N_tile"), want[i]) << kProjections[i];
 }
 
-// Llama-3.2-1B on 132 SMs, by hand: q/k/v 2048 + 2 x 512 rows -> ceil(3072 / 132) = 24;
-// gate/up 2 x 8192 -> ceil(16384 / 132) = 125 rows a SM -> GLU tiles of ceil(125 / 2) = 63
-// features (126 rows: 131 tiles), up_proj absent (the GLU tiles are gate_proj's); o/down 2048 -> 16; lm_head min(ceil(128256 / 132)
-// = 972, 32 KiB of partials / (4 bytes x 8 strips of a 4 KiB row) = 1024) = 972; argmax 972 (a
-// multiple of 4); 512 keys -> 8 blocks of 64.
+// Llama-3.2-1B on 132 SMs, by hand (rows in multiples of 4, the bulk store's 16 bytes of F32
+// outputs): q/k/v 2048 + 2 x 512 rows -> ceil(3072 / 132) = 24; gate/up 2 x 8192 ->
+// ceil(16384 / 132) = 125 rows a SM -> GLU tiles of ceil(125 / 2) = 63 -> 64 features (128 rows:
+// 128 tiles), up_proj absent (the GLU tiles are gate_proj's); o/down 2048 -> 16; lm_head
+// min(ceil(128256 / 132) = 972, 32 KiB of partials / (4 bytes x 8 strips of a 4 KiB row) = 1024)
+// = 972; argmax 972 (a multiple of 4); 512 keys -> 8 blocks of 64.
 TEST(DefaultScheduleConfig, Llama32_1bOnH100) {
   const ScheduleConfig c = default_schedule_config(preset("llama-3.2-1b"), h100(), 512);
-  expect_projection_tiles(c, {24, 24, 24, 16, 63, -1, 16});
+  expect_projection_tiles(c, {24, 24, 24, 16, 64, -1, 16});
   EXPECT_EQ(n_tile(c, "lm_head", "N_tile"), 972);
   EXPECT_EQ(n_tile(c, "sample_argmax", "N_tile"), 972);
   EXPECT_EQ(n_tile(c, "attention", "kv_block"), 64);
@@ -99,13 +100,28 @@ TEST(DefaultScheduleConfig, ChainBoundModelsWithEvenStripsTakeTheLeanBuild) {
 }
 
 // SmolLM2-135M by hand: one tile per SM would stream a few KiB a task (q/k/v ceil(960 / 132) =
-// 8 rows of 1152 bytes); each GEMV tile streams at least 16 KiB instead: 16384 / 1152 -> 15 rows
-// for q/k/v, gate/up (K = 576: 15 < ceil(3072 / 132) = 24 rows -> GLU tiles of 12 features) and
-// o_proj (K = q_dim 576),
-// 16384 / 3072 -> 6 for down_proj (K = 1536; one per SM would be 5).
+// 8 rows of 1152 bytes); each GEMV tile streams at least 16 KiB instead: 16384 / 1152 -> 15 -> 16
+// rows (a multiple of 4) for q/k/v, gate/up (K = 576: 16 < ceil(3072 / 132) = 24 rows -> GLU
+// tiles of 12 features) and o_proj (K = q_dim 576), 16384 / 3072 -> 6 -> 8 for down_proj
+// (K = 1536; one per SM would be 5). The lm_head: ceil(49152 / 132) = 373 -> 376 rows.
 TEST(DefaultScheduleConfig, SmallModelTilesStreamAtLeast16KiB) {
   const ScheduleConfig c = default_schedule_config(preset("smollm2-135m"), h100(), 512);
-  expect_projection_tiles(c, {15, 15, 15, 15, 12, -1, 6});
+  expect_projection_tiles(c, {16, 16, 16, 16, 12, -1, 8});
+  EXPECT_EQ(n_tile(c, "lm_head", "N_tile"), 376);
+}
+
+// Every GEMV tile of the derived default writes a whole number of 16-byte words of F32 outputs
+// at a 16-byte offset (the bulk store's condition, vm/cuda/sync.cuh): rows, GLU features and
+// lm_head rows in multiples of 4, or the whole projection.
+TEST(DefaultScheduleConfig, TilesWriteWhole16ByteWords) {
+  for (const char* name :
+       {"llama-3.2-1b", "qwen3-0.6b", "smollm2-135m", "llama-3.1-8b", "qwen2.5-0.5b"}) {
+    SCOPED_TRACE(name);
+    const ScheduleConfig c = default_schedule_config(preset(name), h100(), 512);
+    for (const char* a : {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "down_proj",
+                          "lm_head"})
+      EXPECT_EQ(n_tile(c, a, "N_tile") % 4, 0) << a;
+  }
 }
 
 // Every preset: the derived program validates, and each streaming level has between half the

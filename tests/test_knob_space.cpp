@@ -184,13 +184,13 @@ TEST(KnobSpace, GluToggleCarriesTheGateUpTiling) {
   ASSERT_TRUE(off.has_value());
   EXPECT_FALSE(has(*off, "gemv+silu_mul"));
   EXPECT_TRUE(has(*off, "silu_mul+gemv"));
-  EXPECT_EQ(integer_knob(*off, "tiling.gate_proj.N_tile"), 126);
-  EXPECT_EQ(integer_knob(*off, "tiling.up_proj.N_tile"), 126);
+  EXPECT_EQ(integer_knob(*off, "tiling.gate_proj.N_tile"), 128);
+  EXPECT_EQ(integer_knob(*off, "tiling.up_proj.N_tile"), 128);
   for (const search::Proposal& p : search::one_knob_neighbours(*off, ctx)) {
     if (p.knob != "fusion_grouping.gemv+silu_mul") continue;
     EXPECT_TRUE(has(p.config, "gemv+silu_mul"));
     EXPECT_FALSE(has(p.config, "silu_mul+gemv"));
-    EXPECT_EQ(integer_knob(p.config, "tiling.gate_proj.N_tile"), 63);
+    EXPECT_EQ(integer_knob(p.config, "tiling.gate_proj.N_tile"), 64);
     EXPECT_EQ(integer_knob(p.config, "tiling.up_proj.N_tile"), std::nullopt);
     (void)lower(m, p.config, t, 512);  // lowers: nothing the GLU tiles refuse is left
   }

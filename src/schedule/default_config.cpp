@@ -32,18 +32,31 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   // 5), qwen2.5-0.5b -4.7 %; 32 KiB gave -4.5 / -2.8 %. llama-3.2-1b's and qwen3-0.6b's tiles
   // already stream >= 32 KiB (unchanged).
   constexpr int64_t kMinTileBytes = 16 * 1024;
+  // Rows (a GLU tile: features) in multiples of 4: a tile's F32 outputs are then a whole number
+  // of 16-byte words at a 16-byte offset, so they leave in one bulk store whose completion the
+  // signal waits for instead of a gpu-scope release (vm/cuda/sync.cuh OutStage). Measured on the
+  // H100 (bench/RESULTS.md, twenty-third session), rounded tiles with the bulk store against
+  // the earlier tiles with releases: llama-3.2-1b -3.0 %, smollm2-135m -6.8 % (-3.4 % of it the
+  // rounding alone: q/k/v and o_proj 16 rows instead of 15, down_proj 8 instead of 6),
+  // qwen3-0.6b -4.7 % (its tiles were multiples of 4 already).
+  constexpr int64_t kOutputGranule = 4;
+  const auto granular = [&](int64_t rows) {
+    return ceil_div(rows, kOutputGranule) * kOutputGranule;
+  };
   // (At most the projection's rows: a wider tile is the same program.)
   const auto tile_rows = [&](int64_t level_rows, int64_t k, int64_t rows) {
     const int64_t min_rows = ceil_div(kMinTileBytes, 2 * std::max<int64_t>(k, 1));
-    return std::min(std::max(per_sm(level_rows), min_rows), std::max<int64_t>(rows, 1));
+    return std::min(granular(std::max(per_sm(level_rows), min_rows)), std::max<int64_t>(rows, 1));
   };
   const int64_t qkv_rows = m.q_dim() + 2 * m.kv_dim();
   const int64_t q = tile_rows(qkv_rows, m.hidden_size, m.q_dim());
   const int64_t kv = tile_rows(qkv_rows, m.hidden_size, m.kv_dim());
   // Gate and up share GLU tiles (the [gemv, silu_mul] group below), each reading its features'
   // gate rows and up rows: half the level's rows per SM, in features.
+  const int64_t gate_up_rows =
+      tile_rows(2 * m.intermediate_size, m.hidden_size, 2 * m.intermediate_size);
   const int64_t gate_up =
-      ceil_div(tile_rows(2 * m.intermediate_size, m.hidden_size, 2 * m.intermediate_size), 2);
+      std::min(granular(ceil_div(gate_up_rows, 2)), std::max<int64_t>(m.intermediate_size, 1));
   const int64_t o_proj = tile_rows(m.hidden_size, m.q_dim(), m.hidden_size);
   const int64_t down = tile_rows(m.hidden_size, m.intermediate_size, m.hidden_size);
   // The lm_head: one tile per SM, as every other level. It used to be capped at ~1 MiB of BF16
@@ -56,8 +69,11 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   // 62 KiB; this keeps its tiles at 512 rows, two a SM).
   constexpr int64_t kMaxLmPartialBytes = 32 * 1024;
   const int64_t lm_strips = cuda::gemv_strips_per_row(2 * m.hidden_size);
-  const int64_t lm_head = std::min(per_sm(m.vocab_size),
-                                   std::max<int64_t>(1, kMaxLmPartialBytes / (4 * lm_strips)));
+  const int64_t lm_cap = std::max<int64_t>(1, kMaxLmPartialBytes / (4 * lm_strips));
+  const int64_t lm_head =
+      std::min({granular(per_sm(m.vocab_size)),
+                std::max(kOutputGranule, lm_cap / kOutputGranule * kOutputGranule),
+                std::max<int64_t>(m.vocab_size, 1)});
   c.tiling = {
       {"q_proj", {{"N_tile", q}}},           {"k_proj", {{"N_tile", kv}}},
       {"v_proj", {{"N_tile", kv}}},          {"o_proj", {{"N_tile", o_proj}}},

@@ -21,7 +21,8 @@ namespace {
 
 constexpr int64_t kArenaAlignment = 256;   // cudaMalloc's alignment: every arena slot keeps it
 constexpr int kDefaultChunkBytes = 32768;  // one ring stage when every weight row fits
-constexpr int kRingBookkeepingBytes = 64;  // megakernel_smem_bytes()'s fixed tail
+// megakernel_smem_bytes()'s fixed tail: the ring's bookkeeping and the output stage.
+constexpr int kRingBookkeepingBytes = kRingStateBytes + kOutStageHeaderBytes + kOutStageBytes;
 constexpr int kMbarrierBytesPerStage = 16;  // full + empty mbarrier
 // The floor for every op: the reductions (block_sum's 32 floats, SAMPLE_ARGMAX's per-warp
 // bests), also the GEMV's room beside its x vector.

@@ -28,10 +28,19 @@ struct MegakernelLayout {
   int prefetch_chunks = 4;
 };
 
-// Total dynamic shared memory the layout needs: scratch + ring + 2 mbarriers per stage + 64 bytes
-// of bookkeeping, rounded up to 128. Defined inline so host planner and kernel agree.
+// The ring's bookkeeping (WeightRing) after its mbarriers, then the output stage (bulk_store.cuh):
+// a GEMV tile's outputs gathered in shared memory and written by one bulk copy, whose
+// completion the task's signal waits for instead of a gpu-scope release. 16 bytes of header
+// (destination, bytes) and the outputs; a tile whose outputs do not fit stores them directly.
+inline constexpr int kRingStateBytes = 64;
+inline constexpr int kOutStageHeaderBytes = 16;
+inline constexpr int kOutStageBytes = 8192;
+// Total dynamic shared memory the layout needs: scratch + ring + 2 mbarriers per stage + the
+// ring's bookkeeping + the output stage, rounded up to 128. Defined inline so host planner and
+// kernel agree.
 inline int megakernel_smem_bytes(const MegakernelLayout& l) {
-  const int raw = l.scratch_bytes + l.ring_stages * l.chunk_bytes + l.ring_stages * 16 + 64;
+  const int raw = l.scratch_bytes + l.ring_stages * l.chunk_bytes + l.ring_stages * 16 +
+                  kRingStateBytes + kOutStageHeaderBytes + kOutStageBytes;
   return (raw + 127) / 128 * 128;
 }
 

@@ -14,6 +14,8 @@
 
 #include "amk/abi.h"
 #include "vm/cuda/device_common.cuh"
+#include "vm/cuda/megakernel_layout.h"
+#include "vm/cuda/primitives.cuh"
 
 namespace amk::cuda {
 
@@ -130,11 +132,54 @@ __device__ __forceinline__ bool wait_for_previous_step(const amk_program_t& prog
   return !consumer_any(aborted, n_threads);
 }
 
+// A task's outputs staged for one bulk copy (the output stage of megakernel_layout.h, after the
+// ring's bookkeeping). IR_SPEC §8.1's signal orders a task's writes before its count. The plain
+// way is a gpu-scope release (red.release.gpu: MEMBAR.GPU, then the increment), and on the H100
+// that fence waits for every memory operation the SM has in flight, the weight ring's bulk copies
+// included: 1.7 of a 3.2 us hop at 32 KiB in flight per SM, 4 of 7.3 at 64 KiB
+// (bench/hop_protocol.cu). A GEMV tile's outputs are one contiguous range: gathered in shared
+// memory, they leave in one bulk copy (the TMA's store), thread 0 waits for its completion
+// (cp.async.bulk.wait_group 0: the writes performed, visible to the thread) and only then
+// counts, relaxed; the fence then has no weight copies to wait for. 1.55 us a hop in the same
+// benchmark. (The hand-off of Hazy Research's megakernels: TMA store, full wait, relaxed add.)
+struct OutStage {
+  void* dst;       // global destination, 16-byte aligned
+  uint32_t bytes;  // 0: nothing staged (the task wrote global memory itself: release)
+  uint32_t pad;
+  __device__ __forceinline__ uint8_t* data() {
+    return reinterpret_cast<uint8_t*>(this) + kOutStageHeaderBytes;
+  }
+};
+static_assert(sizeof(OutStage) == kOutStageHeaderBytes, "OutStage is the stage's header");
+
+// The generic proxy's shared-memory writes before it, ordered before the async proxy's (a bulk
+// copy's) reads after it.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
 // Thread 0's half of a signal, for callers that have just passed a consumer barrier after the
-// instruction's last write: make every write of the CTA visible at gpu scope, then count.
+// instruction's last write: make every write of the CTA visible at gpu scope, then count. With
+// outputs staged (every writer fenced them to the async proxy before the barrier): their bulk
+// store, its completion, then a relaxed count.
 __device__ __forceinline__ void publish_completion(const amk_program_t& prog, int out_counter,
-                                                   int tid) {
-  if (tid == 0 && out_counter >= 0) {
+                                                   int tid, OutStage* stage = nullptr) {
+  if (tid != 0) return;
+  const bool staged = stage != nullptr && stage->bytes != 0;
+  if (staged) {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(
+                     __cvta_generic_to_global(stage->dst)),
+                 "r"(smem_address(stage->data())), "r"(stage->bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    stage->bytes = 0;
+  }
+  if (out_counter < 0) return;
+  if (staged) {
+    asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(prog.counters + out_counter)
+                 : "memory");
+  } else {
     // A release RMW at gpu scope (IR_SPEC §8.1's fence + increment in one instruction): it
     // orders every write the consumer barrier ordered before it, and nothing waits for a result.
     asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(prog.counters + out_counter)

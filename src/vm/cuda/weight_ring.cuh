@@ -92,7 +92,12 @@ struct WeightRing {
     return barriers_smem + 8u * uint32_t(n_stages + stage);
   }
 };
-static_assert(sizeof(WeightRing) <= 64, "WeightRing must fit MegakernelLayout's 64 bytes");
+static_assert(sizeof(WeightRing) <= kRingStateBytes, "WeightRing must fit its 64 bytes");
+
+// The output stage (sync.cuh OutStage) follows the ring's bookkeeping (megakernel_layout.h).
+__device__ __forceinline__ OutStage* ring_out_stage(WeightRing* ring) {
+  return reinterpret_cast<OutStage*>(reinterpret_cast<uint8_t*>(ring) + kRingStateBytes);
+}
 
 // Stage index and phase bit; both sides advance identically over the same chunk sequence.
 struct RingCursor {
@@ -119,6 +124,7 @@ __device__ __forceinline__ void ring_init(WeightRing& r, uint8_t* stages, uint64
   r.prefetch_chunks = prefetch_chunks < 1 ? 1 : (prefetch_chunks > n_stages ? n_stages : prefetch_chunks);
   r.consumer_warps = consumer_warps;
   r.consumer_progress = 0;
+  ring_out_stage(&r)->bytes = 0;
   r.x_op = -1;
   r.consumer_stage = 0;
   r.consumer_phase = 0;

@@ -387,9 +387,9 @@ __device__ __forceinline__ Addends load_addends(const OpContext& c, const Gemv& 
   if (g.residual) a.residual = load_f(*g.residual, r * g.out_cols + n);
   return a;
 }
-// Output column n_off + j of row r from its dot product(s): `up` is a GLU tile's up row's.
-__device__ __forceinline__ void write_output(const Gemv& g, int64_t r, int j, float dot, float up,
-                                             const Addends& a) {
+// Output column n_off + j from its dot product(s): `up` is a GLU tile's up row's.
+__device__ __forceinline__ float output_value(const Gemv& g, float dot, float up,
+                                              const Addends& a) {
   float y = dot;
   if (g.bias) y += a.bias;
   if (g.glu) {
@@ -399,7 +399,7 @@ __device__ __forceinline__ void write_output(const Gemv& g, int64_t r, int j, fl
   } else if (g.residual) {
     y += a.residual;
   }
-  store_f(*g.out, r * g.out_cols + int64_t(g.n_off) + j, y);
+  return y;
 }
 
 // Thread j's addends for row j, requested as the op begins (rows <= threads): their L2 round
@@ -427,14 +427,36 @@ __device__ __forceinline__ EarlyAddends early_addends(const OpContext& c, const 
 // partials, which doubles as the abort vote; false (on every thread) when the launch is aborting.
 __device__ __forceinline__ bool finish_rows(const OpContext& c, const Gemv& g, int64_t r,
                                             const float* part, int segs, bool aborted,
-                                            const EarlyAddends& early) {
+                                            const EarlyAddends& early, OutStage* stage = nullptr) {
   if (consumer_any(aborted, c.n_threads)) return false;
+  // With an output stage (sync.cuh OutStage), a row whose outputs are one 16-byte-aligned range
+  // that fits it is staged for the signal's bulk store instead of written here.
+  const bool bf16 = g.out->dtype == AMK_DTYPE_BF16;
+  const int64_t first = r * g.out_cols + g.n_off;
+  uint8_t* dst = static_cast<uint8_t*>(g.out->ptr) + first * (bf16 ? 2 : 4);
+  const uint32_t bytes = uint32_t(g.N_tile) * (bf16 ? 2u : 4u);
+  const bool staged = stage != nullptr && bytes <= uint32_t(kOutStageBytes) && bytes % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(dst) % 16 == 0;
   for (int j = c.tid; j < g.N_tile; j += c.n_threads) {
     float dot = 0.0f, up = 0.0f;
     for (int k = 0; k < segs; ++k) dot += part[j * segs + k];
     if (g.glu)
       for (int k = 0; k < segs; ++k) up += part[(g.N_tile + j) * segs + k];
-    write_output(g, r, j, dot, up, early.loaded ? early.a : load_addends(c, g, r, j));
+    const float y =
+        output_value(g, dot, up, early.loaded ? early.a : load_addends(c, g, r, j));
+    if (!staged)
+      store_f(*g.out, first + j, y);
+    else if (bf16)
+      reinterpret_cast<uint16_t*>(stage->data())[j] = float_to_bf16_bits(y);
+    else
+      reinterpret_cast<float*>(stage->data())[j] = y;
+  }
+  if (staged) {
+    fence_proxy_async_shared();  // this thread's staged outputs, visible to the bulk copy
+    if (c.tid == 0) {
+      stage->dst = dst;
+      stage->bytes = bytes;
+    }
   }
   return true;
 }
@@ -676,7 +698,7 @@ __device__ __forceinline__ bool gemv_from_ring(const OpContext& c, const Gemv& g
     default: ok = gemv_strips<kBf16, 0>(c, t, xs, part, cur, sp); break;
   }
   mark_body_end(c);
-  return finish_rows(c, g, 0, part, sp.S, !ok, early);
+  return finish_rows(c, g, 0, part, sp.S, !ok, early, ring_out_stage(c.ring));
 }
 
 // Step 2 from global memory for activation row r: warps take whole rows.
