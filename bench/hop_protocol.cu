@@ -39,6 +39,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "cuda_bench.h"
 #include "vm/cuda/weight_ring.cuh"  // the kernel's own mbarrier and bulk-copy wrappers
 
 namespace {
@@ -268,11 +269,7 @@ __global__ void __launch_bounds__(kThreads) hop_chain(Args a) {
   }
 }
 
-bool ok(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return true;
-  std::fprintf(stderr, "hop_protocol: %s: %s\n", what, cudaGetErrorString(e));
-  return false;
-}
+bool ok(cudaError_t e, const char* what) { return amk::bench::cuda_ok("hop_protocol", e, what); }
 
 }  // namespace
 
@@ -330,17 +327,13 @@ int main() {
           last = std::max(last, host[4 * b + 1]);
           bytes += host[4 * b + 2];
         }
-        std::sort(per.begin(), per.end());
-        hops.push_back(per[per.size() / 2]);
+        hops.push_back(amk::bench::median(per));  // sorts `per`
         p90s.push_back(per[per.size() * 9 / 10]);
         gbs.push_back(double(bytes) / double(last - first));  // bytes per ns = GB/s
       }
-      std::sort(hops.begin(), hops.end());
-      std::sort(p90s.begin(), p90s.end());
-      std::sort(gbs.begin(), gbs.end());
       std::printf("%-26s %6d KiB %10.3f %10.3f %10.0f\n", names[protocol],
-                  inflight * kChunk / 1024, hops[hops.size() / 2], p90s[p90s.size() / 2],
-                  gbs[gbs.size() / 2]);
+                  inflight * kChunk / 1024, amk::bench::median(hops), amk::bench::median(p90s),
+                  amk::bench::median(gbs));
     }
   }
   return 0;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "cuda_bench.h"
 #include "vm/cuda/primitives.cuh"  // the kernel's own cp.async wrappers
 
 namespace {
@@ -75,11 +76,7 @@ __global__ void __launch_bounds__(kThreads) kv_walk(const float* k, const float*
   if (acc == 12345.0f) sink[blockIdx.x] = acc;  // never true (zeroed caches): keeps the loads
 }
 
-bool ok(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return true;
-  std::fprintf(stderr, "kv_walk: %s: %s\n", what, cudaGetErrorString(e));
-  return false;
-}
+bool ok(cudaError_t e, const char* what) { return amk::bench::cuda_ok("kv_walk", e, what); }
 
 }  // namespace
 

@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "cuda_bench.h"
 #include "vm/cuda/weight_ring.cuh"  // the kernel's own mbarrier and bulk-copy wrappers
 
 namespace {
@@ -144,11 +145,7 @@ __global__ void flush(const uint4* p, size_t n, uint4* sink) {
   if (acc.x == 0x12345678u) sink[0] = acc;
 }
 
-bool ok(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return true;
-  std::fprintf(stderr, "l2_lookahead: %s: %s\n", what, cudaGetErrorString(e));
-  return false;
-}
+bool ok(cudaError_t e, const char* what) { return amk::bench::cuda_ok("l2_lookahead", e, what); }
 
 }  // namespace
 
@@ -195,16 +192,13 @@ int main() {
         last = std::max(last, host[2 * b + 1]);
         cta.push_back(double(host[2 * b + 1] - host[2 * b]) / 1e3);
       }
-      std::sort(cta.begin(), cta.end());
       spans.push_back(double(last - first) / 1e3);
-      ctas.push_back(cta[cta.size() / 2]);
+      ctas.push_back(amk::bench::median(cta));
     }
-    std::sort(spans.begin(), spans.end());
-    std::sort(ctas.begin(), ctas.end());
-    const double us = spans[spans.size() / 2];
+    const double us = amk::bench::median(spans);
     std::printf("%-28s %8lld %9.1f %7d %10.2f %9.0f %10.2f\n", names[mode],
                 static_cast<long long>(per_sm / 1024), double(total) / (1 << 20), gap_us, us,
-                double(total) / us / 1e3, ctas[ctas.size() / 2]);
+                double(total) / us / 1e3, amk::bench::median(ctas));
   };
   for (int64_t kib : {64, 128, 192, 256, 320})
     for (int mode : {kNone, kBulkPrefetch, kBulkPrefetchEvictLast, kReadIntoScratch,
