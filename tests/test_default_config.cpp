@@ -10,7 +10,9 @@
 #include "amk/lowering.h"
 #include "amk/model_config.h"
 #include "amk/model_presets.h"
+#include "amk/op_traits.h"
 #include "amk/validate.h"
+#include "vm/cuda/megakernel_layout.h"
 
 namespace {
 
@@ -121,6 +123,30 @@ TEST(DefaultScheduleConfig, TilesWriteWhole16ByteWords) {
     for (const char* a : {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "down_proj",
                           "lm_head"})
       EXPECT_EQ(n_tile(c, a, "N_tile") % 4, 0) << a;
+  }
+}
+
+// ... and so every GEMV tile of every preset's derived program passes the kernel's own test for
+// the bulk-store signal (vm/cuda/megakernel_layout.h output_stage_fits), the lm_head's included.
+TEST(DefaultScheduleConfig, EveryGemvTileOfThePresetsSignalsByBulkStore) {
+  for (const char* name :
+       {"llama-3.2-1b", "qwen3-0.6b", "smollm2-135m", "llama-3.1-8b", "qwen2.5-0.5b"}) {
+    SCOPED_TRACE(name);
+    const ModelConfig m = preset(name);
+    const Program p = lower(m, default_schedule_config(m, h100(), 512), h100(), 512);
+    std::map<int64_t, const Buffer*> by_id;
+    for (const Buffer& b : p.buffers) by_id[b.id] = &b;
+    int gemv_tiles = 0;
+    for (const Task& t : p.tasks) {
+      if (!is_gemv_family(t.op)) continue;
+      ++gemv_tiles;
+      const Buffer& out = *by_id.at(t.outputs.at(0));
+      const int64_t n_off = t.params.get_int("n_off", 0), n_tile = t.params.get_int("N_tile", 0);
+      EXPECT_TRUE(cuda::output_stage_fits(dtype_nbytes(out.dtype, n_off),
+                                          dtype_nbytes(out.dtype, n_tile)))
+          << t.label << ": n_off " << n_off << ", N_tile " << n_tile;
+    }
+    EXPECT_GT(gemv_tiles, 0);
   }
 }
 

@@ -35,6 +35,13 @@ struct MegakernelLayout {
 inline constexpr int kRingStateBytes = 64;
 inline constexpr int kOutStageHeaderBytes = 16;
 inline constexpr int kOutStageBytes = 8192;
+// Whether a task's outputs, `bytes` at byte `offset` (an address, or an offset into a 16-byte
+// aligned buffer), may leave through the output stage: whole 16-byte words at a 16-byte offset
+// that the stage holds. The kernel decides by it at run time (ops/gemv.cuh finish_rows); the
+// derived default's tiles are chosen to pass it.
+inline constexpr bool output_stage_fits(long long offset, long long bytes) {
+  return bytes > 0 && bytes <= kOutStageBytes && bytes % 16 == 0 && offset % 16 == 0;
+}
 // Total dynamic shared memory the layout needs: scratch + ring + 2 mbarriers per stage + the
 // ring's bookkeeping + the output stage, rounded up to 128. Defined inline so host planner and
 // kernel agree.
