@@ -66,6 +66,12 @@ struct SimConstants {
   // task_fixed_us: a 6-15-row tile of smollm2-135m measured ~1.3 µs of epilogue where the 1B's
   // 16-124-row tiles took ~2.1-2.3 (bench/RESULTS.md, eighteenth session). 0: no such term.
   double epilogue_us_per_row = 0.0;
+  // Set, not fitted: 1 where the kernel signals a GEMV-family tile whose outputs are whole
+  // 16-byte words at a 16-byte offset (vm/cuda/megakernel_layout.h output_stage_fits) by bulk
+  // store and a relaxed count (the megakernel since 2026-11-27, bench/RESULTS.md twenty-third
+  // session): no release waits for the SM's weight copies, so such a tile's epilogue pays no
+  // epilogue_trips. 0: every task releases (the kernel the earlier cases were measured on).
+  double bulk_store_signal = 0.0;
 };
 
 // The fitted constants' names, in a fixed order (the fit's coordinates, the JSON's keys).

@@ -37,6 +37,9 @@ struct SimTask {
   double warp_scale = 1.0;
   bool slow_strips = false;
   double out_rows = 0;  // Stream: the output rows its epilogue writes (N_tile; GLU: features)
+  // Stream: its outputs may leave by bulk store (vm/cuda/megakernel_layout.h output_stage_fits),
+  // so with SimConstants::bulk_store_signal its epilogue has no release to wait for.
+  bool bulk_signal = false;
 };
 
 class PreparedProgram {
