@@ -46,6 +46,8 @@ TEST(SimConstants, RoundTripThroughJson) {
     EXPECT_DOUBLE_EQ(*constant_field(back, name), *constant_field(c, name)) << name;
   EXPECT_DOUBLE_EQ(back.ceiling_gbs, c.ceiling_gbs);
   EXPECT_EQ(back.target, "h100");
+  c.bulk_store_signal = 1 - c.bulk_store_signal;  // set, not fitted: it travels too
+  EXPECT_EQ(constants_from_json(constants_to_json(c), "x").bulk_store_signal, c.bulk_store_signal);
 }
 
 TEST(SimConstants, TheLoaderRefusesMalformedConstantsByName) {
@@ -70,6 +72,9 @@ TEST(SimConstants, TheLoaderRefusesMalformedConstantsByName) {
   const size_t hop = text.find("\"hop_us\"");
   const size_t hop_colon = text.find(':', hop), hop_end = text.find(',', hop);
   expect_refused(text.substr(0, hop_colon + 1) + " -1" + text.substr(hop_end), "out of range (>= 0)");
+  // bulk_store_signal says which kernel: 0 or 1, nothing between.
+  expect_refused(replaced(ok, "\"bulk_store_signal\": 1.0", "\"bulk_store_signal\": 0.5"),
+                 "\"bulk_store_signal\" = 0.5 must be 0 or 1");
 }
 
 TEST(SimConstants, TheStoredH100FitIsCompiledInAndParses) {
