@@ -41,7 +41,7 @@ for preset in "${presets[@]}"; do
       chmod +x "$b" 2>/dev/null
       json=$(mktemp /tmp/amk-ab.XXXXXX.json)
       timeout 240 env LD_LIBRARY_PATH="$(dirname "$b")/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$b" bench --preset "$preset" --preset-dir "$dir" "${context[@]}" --results /dev/null --json "$json" \
-        --check-positions "$check" "${extra[@]}" >"$out/log-$preset-$(basename "$(dirname "$b")")-$r.txt" 2>&1
+        --check-positions "$check" "${extra[@]}" >"$out/log-$preset-$(basename "$(dirname "$b")")-$(basename "$b")-$r.txt" 2>&1
       python3 - "$json" "$preset" "$b" "$r" >>"$tsv" <<'PY'
 import json, sys
 try:
