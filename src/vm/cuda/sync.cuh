@@ -187,12 +187,4 @@ __device__ __forceinline__ void publish_completion(const amk_program_t& prog, in
   }
 }
 
-// IR_SPEC §8.1 signal: every consumer's writes are done (barrier), then one release increment.
-__device__ __forceinline__ void signal_completion(const amk_program_t& prog,
-                                                  const amk_instruction_t& inst, int tid,
-                                                  int n_threads) {
-  consumer_sync(n_threads);
-  publish_completion(prog, inst.out_counter, tid);
-}
-
 }  // namespace amk::cuda
