@@ -69,8 +69,9 @@ __host__ __device__ constexpr bool is_counter(int p) {
   return p == kCounter || p == kCounterNoFence || p == kBulkRelaxed || p == kBulkRelease;
 }
 
-// The kernel's own global_ns, consumer_sync / consumer_any (named barrier 1), load_acquire_gpu
-// and block_sum come with weight_ring.cuh; only the relaxed accesses below are this file's.
+// The kernel's own global_ns, consumer_sync / consumer_any (named barrier 1), load_acquire_gpu,
+// block_sum, fence_proxy_async_shared and bulk_store_s2g come with weight_ring.cuh; only the
+// relaxed accesses below are this file's.
 __device__ __forceinline__ void bar_consumers() { consumer_sync(kConsumers); }
 __device__ __forceinline__ uint32_t ld_relaxed(const uint32_t* p) {
   uint32_t v;
@@ -186,17 +187,11 @@ __device__ void write_level(const Args& a, int l, float value, float* staged) {
   const int i = int(blockIdx.x) * kSlice + tid;
   if (a.protocol == kBulkRelaxed || a.protocol == kBulkRelease) {
     if (tid < kSlice) staged[tid] = value + float(tid);
-    // The generic proxy's shared-memory writes, made visible to the async proxy's read.
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    fence_proxy_async_shared();  // the kernel's own fence and bulk store (sync.cuh)
     bar_consumers();
     if (tid == 0) {
-      float* dst = a.fvec + int64_t(l) * kVec + int64_t(blockIdx.x) * kSlice;
-      asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(
-                       __cvta_generic_to_global(dst)),
-                   "r"(smem_address(staged)), "n"(kSlice * 4)
-                   : "memory");
-      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-      asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+      bulk_store_s2g(a.fvec + int64_t(l) * kVec + int64_t(blockIdx.x) * kSlice, staged,
+                     kSlice * 4);
       if (a.protocol == kBulkRelaxed)
         asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(a.counters + l) : "memory");
       else

@@ -142,6 +142,7 @@ TEST(DefaultScheduleConfig, EveryGemvTileOfThePresetsSignalsByBulkStore) {
       ++gemv_tiles;
       const Buffer& out = *by_id.at(t.outputs.at(0));
       const int64_t n_off = t.params.get_int("n_off", 0), n_tile = t.params.get_int("N_tile", 0);
+      EXPECT_GT(n_tile, 0) << t.label;
       EXPECT_TRUE(cuda::output_stage_fits(dtype_nbytes(out.dtype, n_off),
                                           dtype_nbytes(out.dtype, n_tile)))
           << t.label << ": n_off " << n_off << ", N_tile " << n_tile;

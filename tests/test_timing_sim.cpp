@@ -93,14 +93,20 @@ TEST(TimingSim, AGemvTilesEpilogueGrowsWithTheRowsItWrites) {
   EXPECT_NEAR(run(p, c).step_us, c.task_fixed_us, 1e-9);
 }
 
-TEST(TimingSim, ATasksEpilogueQueuesBehindItsOwnSmsCopiesNotTheGpus) {
-  // SMs 0-15 stream large tiles, so the GPU has copies in flight; SM 16 runs an ADD meanwhile
-  // and has nothing to fetch: its prologue and epilogue pay no loaded trips (the GPU mean would
-  // charge it epilogue_trips x rtt_us_per_kib x the mean KiB in flight per SM, ~0.4 µs here).
+// Clean constants whose epilogue pays 5 loaded trips behind the SM's own copies in flight.
+SimConstants loaded_epilogue_constants() {
   SimConstants c = clean_constants();
   c.copy_latency_us = 1.0;
   c.rtt_us_per_kib = 0.01;
   c.epilogue_trips = 5;
+  return c;
+}
+
+TEST(TimingSim, ATasksEpilogueQueuesBehindItsOwnSmsCopiesNotTheGpus) {
+  // SMs 0-15 stream large tiles, so the GPU has copies in flight; SM 16 runs an ADD meanwhile
+  // and has nothing to fetch: its prologue and epilogue pay no loaded trips (the GPU mean would
+  // charge it epilogue_trips x rtt_us_per_kib x the mean KiB in flight per SM, ~0.4 µs here).
+  SimConstants c = loaded_epilogue_constants();
   c.prologue_trips = 1;
   Program p;
   for (int64_t sm = 0; sm < 16; ++sm) gemv(p, sm, int64_t(16) << 20);
@@ -123,10 +129,7 @@ TEST(TimingSim, ATileThatSignalsByBulkStoreWaitsForNoReleaseBehindItsCopies) {
   // As above, an SM whose producer runs ahead into its next tile: with bulk_store_signal, a
   // first tile of 16 F32 rows at offset 0 (whole 16-byte words) ends its body and signals after
   // task_fixed_us; one of 15 rows does not qualify and still pays the loaded trips.
-  SimConstants c = clean_constants();
-  c.copy_latency_us = 1.0;
-  c.rtt_us_per_kib = 0.01;
-  c.epilogue_trips = 5;
+  SimConstants c = loaded_epilogue_constants();
   c.bulk_store_signal = 1;
   const auto epilogue_us = [&](int64_t rows, const SimConstants& k) {
     Program q;

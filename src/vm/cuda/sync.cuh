@@ -158,6 +158,18 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
+// One bulk copy of `bytes` from shared memory to global memory (the TMA's store), waited for
+// until complete: its writes performed and visible to this thread. The caller fenced the shared
+// memory it wrote to the async proxy first (fence_proxy_async_shared, then a barrier).
+__device__ __forceinline__ void bulk_store_s2g(void* dst, const void* src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(
+                   __cvta_generic_to_global(dst)),
+               "r"(smem_address(src)), "r"(bytes)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
 // Thread 0's half of a signal, for callers that have just passed a consumer barrier after the
 // instruction's last write: make every write of the CTA visible at gpu scope, then count. With
 // outputs staged (every writer fenced them to the async proxy before the barrier): their bulk
@@ -167,12 +179,7 @@ __device__ __forceinline__ void publish_completion(const amk_program_t& prog, in
   if (tid != 0) return;
   const bool staged = stage != nullptr && stage->bytes != 0;
   if (staged) {
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(
-                     __cvta_generic_to_global(stage->dst)),
-                 "r"(smem_address(stage->data())), "r"(stage->bytes)
-                 : "memory");
-    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    bulk_store_s2g(stage->dst, stage->data(), stage->bytes);
     stage->bytes = 0;
   }
   if (out_counter < 0) return;

@@ -31,7 +31,7 @@ __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
 // Barrier inits must be visible to the async proxy (the bulk copies complete on them).
 __device__ __forceinline__ void mbar_init_fence() {
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  fence_proxy_async_shared();
 }
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)

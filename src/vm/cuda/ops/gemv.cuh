@@ -435,8 +435,8 @@ __device__ __forceinline__ bool finish_rows(const OpContext& c, const Gemv& g, i
   const int64_t first = r * g.out_cols + g.n_off;
   uint8_t* dst = static_cast<uint8_t*>(g.out->ptr) + first * (bf16 ? 2 : 4);
   const uint32_t bytes = uint32_t(g.N_tile) * (bf16 ? 2u : 4u);
-  const long long at = static_cast<long long>(reinterpret_cast<uintptr_t>(dst));
-  const bool staged = stage != nullptr && output_stage_fits(at, bytes);
+  const bool staged =
+      stage != nullptr && output_stage_fits(reinterpret_cast<uintptr_t>(dst), bytes);
   for (int j = c.tid; j < g.N_tile; j += c.n_threads) {
     float dot = 0.0f, up = 0.0f;
     for (int k = 0; k < segs; ++k) dot += part[j * segs + k];
