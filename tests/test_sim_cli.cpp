@@ -98,5 +98,28 @@ TEST(SimCli, FitsAndScoresAManifest) {
   fs::remove_all(dir);
 }
 
+TEST(SimCli, FitsFromSeveralStartsAndRefusesBadStartsOrSeed) {
+  const fs::path dir = scratch_dir("starts");
+  write(dir / "cases.tsv",
+        "smollm2 derived smollm2-135m - 1350\n"
+        "smollm2 fused   smollm2-135m - 1400\n");
+  const std::string fit = "sim-fit --manifest " + shell_quote((dir / "cases.tsv").string()) +
+                          " --free hop_us,task_fixed_us --max-evals 8 --threads 1";
+  const fs::path out = dir / "fit.json";
+  auto r = run_amk(fit + " --starts 2 --seed 5 --out " + shell_quote(out.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("starts    2 (seed 5)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("<- best"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(std::ifstream(out));
+  EXPECT_EQ(j["fit"]["seed"].get<uint64_t>(), 5u);
+  EXPECT_EQ(j["fit"]["starts"].size(), 2u);
+  for (const std::string bad : {"--starts 0", "--starts 65", "--seed -1", "--seed 0x10"}) {
+    r = run_amk(fit + " " + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_NE(r.err.find(bad.substr(0, bad.find(' '))), std::string::npos) << bad << ": " << r.err;
+  }
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace amk

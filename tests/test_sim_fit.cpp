@@ -155,11 +155,9 @@ TEST(SimProfile, StepSummaryTakesPerStageMedians) {
 
 // ---- the fit ----
 
-TEST(SimFit, RecoversKnownConstantsFromMeasurementsTheSimulatorMade) {
-  SimConstants truth = constants_for(h100());
-  truth.per_sm_gbs = 31;
-  truth.task_fixed_us = 1.3;
-  truth.hop_us = 1.7;
+// Three configs of smollm2-135m "measured" by the simulator itself at `truth` (the first also
+// with one profiled step, as the bench takes it).
+std::vector<SimCase> cases_measured_at(const SimConstants& truth, bool with_profile = true) {
   std::vector<SimCase> cases;
   const ModelConfig m = parse_model_config(model_preset_config("smollm2-135m", "bfloat16"), "s");
   ScheduleConfig base = default_schedule_config(m, h100(), 512);
@@ -182,7 +180,7 @@ TEST(SimFit, RecoversKnownConstantsFromMeasurementsTheSimulatorMade) {
     sc.position = 192;
     const SimResult r = simulate_step(sc.program, h100(), truth, SimOptions{192, 2});
     sc.measured_us = r.step_us;
-    if (i == 0) {  // one profiled step, as the bench takes it
+    if (i == 0 && with_profile) {  // one profiled step, as the bench takes it
       const SimResult prof = simulate_step(sc.program, h100(), truth, SimOptions{327, 2});
       MeasuredProfile mp = read_profile_tsv(tsv_of(sc.program, prof), sc.program, "synthetic");
       mp.position = 327;
@@ -190,6 +188,20 @@ TEST(SimFit, RecoversKnownConstantsFromMeasurementsTheSimulatorMade) {
     }
     cases.push_back(std::move(sc));
   }
+  return cases;
+}
+
+SimConstants known_truth() {
+  SimConstants truth = constants_for(h100());
+  truth.per_sm_gbs = 31;
+  truth.task_fixed_us = 1.3;
+  truth.hop_us = 1.7;
+  return truth;
+}
+
+TEST(SimFit, RecoversKnownConstantsFromMeasurementsTheSimulatorMade) {
+  const SimConstants truth = known_truth();
+  const std::vector<SimCase> cases = cases_measured_at(truth);
   SimConstants start = truth;
   start.per_sm_gbs *= 1.5;
   start.task_fixed_us *= 0.6;
@@ -248,6 +260,113 @@ TEST(SimFit, KnobEffectTermSeesOnlyTheSpreadWithinAGroup) {
   EXPECT_NEAR(fit_constants(apart, c, o).start_objective, expected, 1e-9);
   o.relative_weight = 0;
   EXPECT_NEAR(fit_constants(apart, c, o).start_objective, (a * a + b * b) / 2, 1e-9);
+}
+
+// ---- multi-start ----
+
+// A landscape with no exact fit: the three cases measured off the simulator by different factors.
+std::vector<SimCase> cases_with_no_exact_fit() {
+  std::vector<SimCase> cases = cases_measured_at(known_truth(), /*with_profile=*/false);
+  const double off[] = {1.0, 1.25, 0.85};
+  for (size_t i = 0; i < cases.size(); ++i) cases[i].measured_us *= off[i];
+  return cases;
+}
+
+SimConstants a_wrong_start() {
+  SimConstants start = known_truth();
+  start.per_sm_gbs *= 1.5;
+  start.task_fixed_us *= 0.6;
+  start.hop_us *= 1.4;
+  return start;
+}
+
+FitOptions few_evaluations(int starts, uint64_t seed = 1) {
+  FitOptions o;
+  o.free = {"per_sm_gbs", "task_fixed_us", "hop_us"};
+  o.max_evaluations = 10;
+  o.starts = starts;
+  o.seed = seed;
+  return o;
+}
+
+void expect_same_constants(const SimConstants& a, const SimConstants& b) {
+  for (const std::string& name : fitted_constant_names())
+    EXPECT_EQ(*constant_field(a, name), *constant_field(b, name)) << name;
+}
+
+// Start 0 of a multi-start fit is the single-start fit itself, so more starts are never worse;
+// the result reports each start and returns the best.
+TEST(SimFit, MoreStartsAreNeverWorseAndReportEachStart) {
+  const std::vector<SimCase> cases = cases_with_no_exact_fit();
+  const SimConstants start = a_wrong_start();
+  const FitResult one = fit_constants(cases, start, few_evaluations(1));
+  ASSERT_EQ(one.starts.size(), 1u);
+  EXPECT_EQ(one.best_start, 0);
+  EXPECT_EQ(one.starts[0].objective, one.objective);
+  EXPECT_EQ(one.starts[0].evaluations, one.evaluations);
+  // A simplex step begun under the budget finishes: at most 2 + 3 evaluations past it.
+  EXPECT_LE(one.evaluations, 10 + 5);
+
+  const FitResult three = fit_constants(cases, start, few_evaluations(3));
+  ASSERT_EQ(three.starts.size(), 3u);
+  EXPECT_LE(three.objective, one.objective);
+  EXPECT_EQ(three.starts[0].objective, one.objective);  // the given start, run as before
+  EXPECT_EQ(three.start_objective, one.start_objective);
+  int evaluations = 0;
+  for (const FitStart& s : three.starts) {
+    EXPECT_GE(s.objective, three.objective);
+    EXPECT_LE(s.objective, s.start_objective);
+    EXPECT_LE(s.evaluations, 10 + 5);  // max_evaluations is per start
+    evaluations += s.evaluations;
+  }
+  EXPECT_EQ(three.evaluations, evaluations);
+  ASSERT_GE(three.best_start, 0);
+  ASSERT_LT(three.best_start, 3);
+  EXPECT_EQ(three.starts[size_t(three.best_start)].objective, three.objective);
+  // The perturbed starts are other points: their objectives there differ from the given one's.
+  EXPECT_NE(three.starts[1].start_objective, three.starts[0].start_objective);
+  EXPECT_NE(three.starts[2].start_objective, three.starts[1].start_objective);
+  FitOptions none = few_evaluations(0);
+  EXPECT_THROW(fit_constants(cases, start, none), std::invalid_argument);
+}
+
+// The perturbations come from the seed alone: the same seed gives the same constants bit for bit
+// whatever the thread count; another seed starts elsewhere and is still no worse than one start.
+TEST(SimFit, TheSeedAloneDecidesAMultiStartFit) {
+  const std::vector<SimCase> cases = cases_with_no_exact_fit();
+  const SimConstants start = a_wrong_start();
+  FitOptions o = few_evaluations(2, 7);
+  o.threads = 1;
+  const FitResult a = fit_constants(cases, start, o);
+  o.threads = 2;
+  const FitResult b = fit_constants(cases, start, o);
+  expect_same_constants(a.constants, b.constants);
+  EXPECT_EQ(a.objective, b.objective);
+  EXPECT_EQ(a.best_start, b.best_start);
+  EXPECT_EQ(a.starts[1].start_objective, b.starts[1].start_objective);
+
+  const FitResult other = fit_constants(cases, start, few_evaluations(2, 8));
+  EXPECT_NE(other.starts[1].start_objective, a.starts[1].start_objective);  // another point
+  EXPECT_EQ(other.starts[0].objective, a.starts[0].objective);              // the same start 0
+  EXPECT_LE(other.objective, other.starts[0].objective);                    // = one start's
+}
+
+// One start is the fit as it was before multi-start: the same constants, bit for bit, as the
+// code before it (commit 7286fba, this build's compiler and flags) gave on the recovery test's
+// cases with 40 evaluations, with no seed to set then.
+TEST(SimFit, OneStartIsTheFitAsBefore) {
+  const std::vector<SimCase> cases = cases_measured_at(known_truth());
+  FitOptions o;
+  o.free = {"per_sm_gbs", "task_fixed_us", "hop_us"};
+  o.max_evaluations = 40;
+  o.seed = 12345;  // unused with one start
+  const FitResult fit = fit_constants(cases, a_wrong_start(), o);
+  ASSERT_EQ(fit.starts.size(), 1u);
+  EXPECT_EQ(fit.evaluations, 40);
+  EXPECT_DOUBLE_EQ(fit.objective, 0x1.1650c35260ea8p-15);
+  EXPECT_DOUBLE_EQ(fit.constants.per_sm_gbs, 0x1.f3e8975b4c805p+4);
+  EXPECT_DOUBLE_EQ(fit.constants.task_fixed_us, 0x1.4f01344fb77a2p+0);
+  EXPECT_DOUBLE_EQ(fit.constants.hop_us, 0x1.aa7fe7db540f6p+0);
 }
 
 TEST(SimFit, RefusesNothingToFitAndUnknownConstants) {

@@ -66,23 +66,44 @@ struct FitOptions {
   double relative_weight = 0.0;
   int threads = 0;                 // cases simulated in parallel (0: the hardware's)
   double tolerance = 1e-5;         // stop when the simplex's objective spread is below this
+  // Multi-start: the simplex ends in whichever local minimum its start leads to (bench/
+  // RESULTS.md, twenty-third session: the start moved a held-out fold's score as much as model
+  // changes did). With starts > 1 the whole optimisation also runs from starts - 1 further
+  // points, each the given start with every free constant multiplied by exp(u), u uniform in
+  // [-0.5, 0.5), drawn from `seed`; the lowest objective wins (the earliest start on a tie).
+  // max_evaluations applies to each start. Start 0 is the given start, run exactly as with
+  // starts == 1. The same cases, start, options and seed give the same result bit for bit,
+  // whatever `threads` is.
+  int starts = 1;
+  uint64_t seed = 1;               // of the perturbed starts (unused when starts == 1)
+};
+
+// One start of a multi-start fit.
+struct FitStart {
+  double start_objective = 0;  // at this start point
+  double objective = 0;        // at the end of its optimisation
+  int evaluations = 0;         // its own (start 0's include the probes of which constants move)
 };
 
 struct FitResult {
   SimConstants constants;
   double objective = 0;        // at the fit: mean squared log error (+ weighted profile terms)
-  double start_objective = 0;  // at the start
-  int evaluations = 0;
+  double start_objective = 0;  // at the start (the given one: starts[0].start_objective)
+  int evaluations = 0;         // over every start
   std::vector<double> predicted_us;  // per case (0 for a profile-only case)
+  std::vector<FitStart> starts;      // one per start run, [0] the given start
+  int best_start = 0;                // the index in `starts` of the one returned
 };
 
 // Nelder-Mead on the logarithms of the free constants (so they stay positive and a factor is a
 // step), minimising mean over cases with a µs/token of e_i^2 with e_i = log(pred / measured),
 // plus relative_weight x the mean over those cases of (e_i - mean of e over the case's group)^2
 // (groups of at least 2 timed cases), plus profile_weight x the mean over profiled stages of
-// the same log error for their median op and body times and the step span. Throws
-// std::invalid_argument when no case has anything to fit against or a free name is not a fitted
-// constant.
+// the same log error for their median op and body times and the step span. With
+// options.free empty, the constants fitted are those whose change moves the objective at the
+// given start (the same set for every start of a multi-start fit). Throws
+// std::invalid_argument when no case has anything to fit against, a free name is not a fitted
+// constant or options.starts < 1.
 FitResult fit_constants(const std::vector<SimCase>& cases, const SimConstants& start,
                         const FitOptions& options = {});
 

@@ -242,6 +242,8 @@ struct CalibrationOptions {
   int max_evaluations = sim::FitOptions{}.max_evaluations, threads = sim::FitOptions{}.threads;
   double profile_weight = sim::FitOptions{}.profile_weight;
   double relative_weight = sim::FitOptions{}.relative_weight;
+  int starts = sim::FitOptions{}.starts;
+  uint64_t seed = sim::FitOptions{}.seed;
 };
 
 // The manifest's cases, less the groups left out (or only the groups named). Prints why not.
@@ -335,6 +337,8 @@ int run_sim_fit(const CalibrationOptions& opt) {
   fo.profile_weight = opt.profile_weight;
   fo.relative_weight = opt.relative_weight;
   fo.threads = opt.threads;
+  fo.starts = opt.starts;
+  fo.seed = opt.seed;
   size_t profiles = 0;
   for (const auto& c : *cases) profiles += c.profiles.size();
   std::cout << fmt::format("fitting   {} cases ({} profiled) on {}, from {}; ceiling {:.0f} GB/s\n",
@@ -349,6 +353,15 @@ int run_sim_fit(const CalibrationOptions& opt) {
   const Score s = score_of(*cases, fit.predicted_us);
   std::cout << fmt::format("objective {:.5f} -> {:.5f} after {} evaluations\n", fit.start_objective,
                            fit.objective, fit.evaluations);
+  if (fit.starts.size() > 1) {
+    std::cout << fmt::format("starts    {} (seed {}), best: start {}\n", fit.starts.size(), opt.seed,
+                             fit.best_start);
+    for (size_t k = 0; k < fit.starts.size(); ++k)
+      std::cout << fmt::format("  start {:<2} {:<11} objective {:.5f} -> {:.5f} after {} evaluations{}\n", k,
+                               k == 0 ? "(given)" : "(perturbed)", fit.starts[k].start_objective,
+                               fit.starts[k].objective, fit.starts[k].evaluations,
+                               int(k) == fit.best_start ? "  <- best" : "");
+  }
   std::cout << case_table(*cases, fit.predicted_us);
   std::cout << fmt::format("fit       {} timed cases: Spearman {:.3f}, median |error| {:.1f} %\n", s.n,
                            s.spearman, s.median_error * 100);
@@ -365,6 +378,16 @@ int run_sim_fit(const CalibrationOptions& opt) {
   info["profiles"] = profiles;
   info["objective"] = fit.objective;
   info["evaluations"] = fit.evaluations;
+  if (fit.starts.size() > 1) {
+    info["seed"] = opt.seed;
+    info["best_start"] = fit.best_start;
+    nlohmann::ordered_json starts = nlohmann::ordered_json::array();
+    for (const sim::FitStart& st : fit.starts)
+      starts.push_back({{"start_objective", st.start_objective},
+                        {"objective", st.objective},
+                        {"evaluations", st.evaluations}});
+    info["starts"] = starts;
+  }
   info["fit_spearman"] = std::isfinite(s.spearman) ? nlohmann::ordered_json(s.spearman) : nullptr;
   info["fit_median_abs_error"] = std::isfinite(s.median_error) ? nlohmann::ordered_json(s.median_error) : nullptr;
   if (!opt.out.empty()) {
@@ -471,8 +494,29 @@ void add_sim_command(CLI::App& app, Action& action) {
   add_calibration_options(f, *fit);
   f->add_option("--start", fit->constants, "Constants JSON to start from (default: the stored fit)");
   f->add_option("--free", fit->free, "Comma-separated constants to fit (default: all)");
-  f->add_option("--max-evals", fit->max_evaluations, "Objective evaluations at most")
+  f->add_option("--max-evals", fit->max_evaluations, "Objective evaluations at most, per start")
       ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  f->add_option("--starts", fit->starts,
+                "Fit from the start and N-1 random perturbations of it (each free constant x "
+                "e^u, u in [-0.5, 0.5)); keep the best. --max-evals applies to each")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  f->add_option("--seed", fit->seed, "Seed of the perturbed starts (a decimal integer)")
+      ->transform(CLI::Validator(
+          [](std::string& text) -> std::string {
+            // CLI11 reads an unsigned option with strtoull(base 0): "-1" would wrap, "010" be
+            // octal, an overflow saturate. Take plain decimal digits only, in range.
+            if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+              return "the seed must be a non-negative decimal integer, not '" + text + "'";
+            try {
+              text = std::to_string(std::stoull(text, nullptr, 10));
+            } catch (const std::exception&) {
+              return "the seed '" + text + "' is out of range (at most 18446744073709551615)";
+            }
+            return {};
+          },
+          ""))
       ->capture_default_str();
   f->add_option("--relative-weight", fit->relative_weight,
                 "Weight of the knob-effect term (each case's log error less its model's mean)")

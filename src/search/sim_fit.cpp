@@ -335,48 +335,37 @@ std::vector<double> predict_cases(const std::vector<SimCase>& cases, const SimCo
   return out;
 }
 
-FitResult fit_constants(const std::vector<SimCase>& cases, const SimConstants& start,
-                        const FitOptions& options) {
-  std::vector<std::string> free = options.free.empty() ? fitted_constant_names() : options.free;
-  for (const std::string& name : free)
-    if (std::find(fitted_constant_names().begin(), fitted_constant_names().end(), name) ==
-        fitted_constant_names().end())
-      throw std::invalid_argument(fmt::format("fit: '{}' is not a fitted constant", name));
-  const Objective objective(cases, options.profile_weight, options.relative_weight,
-                            options.threads);
-  FitResult result;
-  result.start_objective = objective(start);
-  int evaluations = 1;
-  // A constant no case exercises (e.g. strip_slow_factor when no case has a tile on the
-  // shared-memory strip path) leaves the objective exactly where it was: it keeps its start
-  // value instead of drifting along a flat direction of the simplex.
-  if (options.free.empty()) {
-    std::vector<std::string> moving;
-    for (const std::string& name : free) {
-      SimConstants c = start;
-      double* v = constant_field(c, name);
-      *v = std::max(*v, 1e-3) * 1.5;
-      ++evaluations;
-      if (objective(c) != result.start_objective) moving.push_back(name);
-    }
-    free.swap(moving);
-  }
+namespace {
+
+// The constants at log-coordinates `x` of `free`, the rest as in `base`.
+SimConstants constants_at(const SimConstants& base, const std::vector<std::string>& free,
+                          const std::vector<double>& x) {
+  SimConstants c = base;
+  for (size_t i = 0; i < free.size(); ++i) *constant_field(c, free[i]) = std::exp(x[i]);
+  return c;
+}
+
+struct Minimum {
+  SimConstants constants;
+  double value = 0;
+};
+
+// Nelder-Mead on the logarithms of `free` from `start` (whose objective is `start_value`), until
+// `evaluations` (counted here, started by the caller) reaches options.max_evaluations.
+Minimum minimise(const Objective& objective, const SimConstants& start, double start_value,
+                 const std::vector<std::string>& free, const FitOptions& options,
+                 int& evaluations) {
   const size_t d = free.size();
   // Coordinates: log of each free constant (a zero start becomes a small positive one).
-  auto constants_at = [&](const std::vector<double>& x) {
-    SimConstants c = start;
-    for (size_t i = 0; i < d; ++i) *constant_field(c, free[i]) = std::exp(x[i]);
-    return c;
-  };
   std::vector<double> x0(d);
   for (size_t i = 0; i < d; ++i) x0[i] = std::log(std::max(*constant_field(start, free[i]), 1e-3));
   auto f = [&](const std::vector<double>& x) {
     ++evaluations;
-    return objective(constants_at(x));
+    return objective(constants_at(start, free, x));
   };
 
   std::vector<double> best = x0;
-  double best_value = result.start_objective;
+  double best_value = start_value;
   // Nelder-Mead, restarted from its best point while it keeps improving (a restart rebuilds a
   // simplex that collapsed along some direction).
   for (int restart = 0; restart < 4 && d > 0 && evaluations < options.max_evaluations; ++restart) {
@@ -447,9 +436,80 @@ FitResult fit_constants(const std::vector<SimCase>& cases, const SimConstants& s
       }
     if (before - best_value < options.tolerance * (1 + best_value)) break;
   }
-  result.constants = constants_at(best);
-  result.objective = objective(result.constants, &result.predicted_us);
+  return {constants_at(start, free, best), best_value};
+}
+
+// SplitMix64: a fixed, portable stream (std::uniform_real_distribution is not specified bit for
+// bit across standard libraries).
+struct SplitMix64 {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return double(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+};
+
+}  // namespace
+
+FitResult fit_constants(const std::vector<SimCase>& cases, const SimConstants& start,
+                        const FitOptions& options) {
+  if (options.starts < 1)
+    throw std::invalid_argument(fmt::format("fit: {} starts (at least 1)", options.starts));
+  std::vector<std::string> free = options.free.empty() ? fitted_constant_names() : options.free;
+  for (const std::string& name : free)
+    if (std::find(fitted_constant_names().begin(), fitted_constant_names().end(), name) ==
+        fitted_constant_names().end())
+      throw std::invalid_argument(fmt::format("fit: '{}' is not a fitted constant", name));
+  const Objective objective(cases, options.profile_weight, options.relative_weight,
+                            options.threads);
+  FitResult result;
+  result.start_objective = objective(start);
+  int evaluations = 1;
+  // A constant no case exercises (e.g. strip_slow_factor when no case has a tile on the
+  // shared-memory strip path) leaves the objective exactly where it was: it keeps its start
+  // value instead of drifting along a flat direction of the simplex.
+  if (options.free.empty()) {
+    std::vector<std::string> moving;
+    for (const std::string& name : free) {
+      SimConstants c = start;
+      double* v = constant_field(c, name);
+      *v = std::max(*v, 1e-3) * 1.5;
+      ++evaluations;
+      if (objective(c) != result.start_objective) moving.push_back(name);
+    }
+    free.swap(moving);
+  }
+
+  Minimum best = minimise(objective, start, result.start_objective, free, options, evaluations);
+  result.starts.push_back({result.start_objective, best.value, evaluations});
   result.evaluations = evaluations;
+  // Further starts: the given one with each free constant moved by a factor in [e^-0.5, e^0.5)
+  // (in log space, as the simplex moves it), kept positive and at least the 1e-3 the simplex
+  // puts a zero start at.
+  SplitMix64 rng{options.seed};
+  const double lowest = std::log(1e-3);
+  for (int k = 1; k < options.starts; ++k) {
+    std::vector<double> x(free.size());
+    for (size_t i = 0; i < free.size(); ++i)
+      x[i] = std::max(std::log(std::max(*constant_field(start, free[i]), 1e-3)) +
+                          (rng.uniform() - 0.5),
+                      lowest);
+    const SimConstants from = constants_at(start, free, x);
+    const double from_value = objective(from);
+    int own = 1;
+    const Minimum m = minimise(objective, from, from_value, free, options, own);
+    result.starts.push_back({from_value, m.value, own});
+    result.evaluations += own;
+    if (m.value < best.value) {
+      best = m;
+      result.best_start = k;
+    }
+  }
+  result.constants = best.constants;
+  result.objective = objective(result.constants, &result.predicted_us);
   return result;
 }
 
