@@ -16,6 +16,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "amk/hash.h"
+
 namespace amk::sim {
 
 namespace {
@@ -439,18 +441,11 @@ Minimum minimise(const Objective& objective, const SimConstants& start, double s
   return {constants_at(start, free, best), best_value};
 }
 
-// SplitMix64: a fixed, portable stream (std::uniform_real_distribution is not specified bit for
-// bit across standard libraries).
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return double(next() >> 11) * 0x1.0p-53; }  // [0, 1)
-};
+// Value n of the seed's stream, uniform in [0, 1): amk/hash.h's counter-based splitmix64, the
+// same bits on every platform (std::uniform_real_distribution's are implementation-defined).
+double uniform_draw(uint64_t seed, uint64_t n) {
+  return double(splitmix64(seed + n * kSplitmixGamma) >> 11) * 0x1.0p-53;
+}
 
 }  // namespace
 
@@ -489,13 +484,13 @@ FitResult fit_constants(const std::vector<SimCase>& cases, const SimConstants& s
   // Further starts: the given one with each free constant moved by a factor in [e^-0.5, e^0.5)
   // (in log space, as the simplex moves it), kept positive and at least the 1e-3 the simplex
   // puts a zero start at.
-  SplitMix64 rng{options.seed};
+  uint64_t draw = 0;
   const double lowest = std::log(1e-3);
   for (int k = 1; k < options.starts; ++k) {
     std::vector<double> x(free.size());
     for (size_t i = 0; i < free.size(); ++i)
       x[i] = std::max(std::log(std::max(*constant_field(start, free[i]), 1e-3)) +
-                          (rng.uniform() - 0.5),
+                          (uniform_draw(options.seed, draw++) - 0.5),
                       lowest);
     const SimConstants from = constants_at(start, free, x);
     const double from_value = objective(from);
