@@ -8,6 +8,8 @@
 #
 #   --object FILE  a CUDA object or cubin (default: build/'s megakernel.cu.o; build it first)
 #   --dump DIR     also write each kernel's SASS with source lines to DIR/KERNEL.sass
+#   SASS_TOP=N     (environment) list the N source lines with the most local-memory instructions
+#                  per kernel (default 8)
 #
 # Prints, per kernel (one per consumer-thread build): registers, stack, instructions and text
 # bytes; local-memory instructions, split into register spills (ptxas marks them SpillRefill) and
@@ -24,6 +26,8 @@ while (($#)); do
     *) echo "sass: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
+top="${SASS_TOP:-8}"
+[[ $top =~ ^[0-9]+$ ]] || { echo "sass: SASS_TOP must be a number, not '$top'" >&2; exit 2; }
 [[ -f "$object" ]] || { echo "sass: no object '$object' (build the CUDA VM first)" >&2; exit 1; }
 object="$(realpath "$object")"
 
@@ -77,5 +81,5 @@ for k in "${kernels[@]}"; do
     "$((local_all - spills))" "$ldg128" "$ldg64" "$((ldg_all - ldg128 - ldg64))" "$ldgsts"
   awk '/\/\/## File/ {loc = $0} /[^A-Z](STL|LDL)[. ]/ {print loc (/SpillRefill/ ? " (spill)" : " (local array)")}' \
     "$work/k.sass" | sed -E 's/.*"([^"]*)", line ([0-9]+).*\((spill|local array)\)$/\1:\2 \3/; s|^.*/src/|src/|' |
-    sort | uniq -c | sort -rn | awk 'NR <= 8 {print "    " $0}'
+    sort | uniq -c | sort -rn | awk -v top="$top" 'NR <= top {print "    " $0}'
 done
