@@ -7,9 +7,13 @@
 #
 #   scripts/sim_collect.sh --prebuilt DIR [--models "llama-3.2-1b qwen3-0.6b smollm2-135m"]
 #                          [--variants N] [--tokens N] [--no-profile] [--dry-run]
-#                          [--skip N]
+#                          [--skip N] [--budget SECONDS] [--pack]
 #
 # --skip N leaves out each model's first N variants (a collection cut short, resumed).
+# --budget SECONDS starts no run after that many seconds (the rest is left for a resumed call:
+# the script prints the --skip to give it), so the call ends inside a device call's limit.
+# --pack leaves one file, $OUT/sim-collect.tgz, instead of the tree (the device tool brings back
+# at most 8 files a call).
 # --dry-run (no GPU needed) writes the configs and prints the simulator's prediction of each.
 #
 # Output under $OUT (or ./sim-collect-out): configs/MODEL-VARIANT.json, bench/MODEL-VARIANT.json,
@@ -20,7 +24,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
 prebuilt="" models="llama-3.2-1b qwen3-0.6b smollm2-135m" max_variants=99 profile=1 gpu=auto
-tokens=256 dry=0 skip=0
+tokens=256 dry=0 skip=0 budget=0 pack=0
 context=512  # the context the incumbent is derived for and every bench lowers
 while (($#)); do
   case "$1" in
@@ -32,11 +36,16 @@ while (($#)); do
     --no-profile) profile=0; shift ;;
     --dry-run) dry=1; shift ;;
     --skip) skip="${2:?}"; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --budget) budget="${2:?}"; shift 2 ;;
+    --pack) pack=1; shift ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "unknown option '$1'"; exit 2 ;;
   esac
 done
-[[ -n "$prebuilt" ]] || { sed -n '2,18p' "$0"; exit 2; }
+[[ -n "$prebuilt" ]] || { sed -n '2,23p' "$0"; exit 2; }
+for n in "$skip" "$budget"; do
+  [[ $n =~ ^[0-9]+$ ]] || { echo "--skip and --budget take a whole number, not '$n'"; exit 2; }
+done
 amk="$(cd "$prebuilt" && pwd)/amk"
 out="${OUT:-$PWD/sim-collect-out}"
 mkdir -p "$out/configs" "$out/bench" "$out/prof"
@@ -123,6 +132,10 @@ PY
     prof="$out/prof/$model-$name.tsv"
     popt=()
     ((profile)) && popt=(--profile --profile-tsv "$prof")
+    if ((budget > 0 && SECONDS >= budget)); then
+      echo "budget of $budget s spent: resume $model with --models \"$model ...\" --skip $((n - 1))"
+      break 2
+    fi
     echo "== $model [$v]"
     timeout 240 "$amk" bench --preset "$model" --preset-dir "/tmp/amk-sim-$model" --gpu "$gpu" \
       --config "$cfg" --context "$context" --check-positions 0 --tokens "$tokens" --json "$bench" --results "$out/results.tsv" \
@@ -140,3 +153,7 @@ PY
   done
 done
 echo "manifest: $manifest ($(grep -vc '^#' "$manifest") cases)"
+if ((pack)); then
+  (cd "$out" && tar czf sim-collect.tgz cases.tsv configs bench prof $([[ -f results.tsv ]] && echo results.tsv) &&
+    rm -rf configs bench prof results.tsv) && echo "packed: $out/sim-collect.tgz"
+fi
