@@ -173,12 +173,27 @@ TEST(Lowering, KvHeadsSplitsAttentionByHeadGroup) {
       EXPECT_EQ(t.params.get_int("N_tile", 0), 2) << t.label;  // one KV head = 2 query heads
       EXPECT_EQ(t.params.get_int("n_off", -1) % 2, 0) << t.label;
     }
-  // A group size that does not divide the KV heads, or no block split to ride on, is an error
-  // that says what to change.
+  // Without a block split: one task a head group over the whole window, each writing its
+  // heads' slice of the attention row (no combine), the slices disjoint for the race check.
+  c.tiling = {{"attention", {{"kv_heads", 1}}}};
+  const Program unsplit = lower(m, c, h100(), 64);
+  EXPECT_EQ(count_op(unsplit, Op::ATTENTION_TILE), 2 * m.num_hidden_layers);
+  EXPECT_EQ(count_op(unsplit, Op::ATTENTION_COMBINE), 0);
+  EXPECT_TRUE(validate(unsplit).ok);
+  for (const Task& t : unsplit.tasks)
+    if (t.op == Op::ATTENTION_TILE) {
+      EXPECT_EQ(t.params.get_int("N_tile", 0), 2) << t.label;
+      EXPECT_EQ(unsplit.buffers[size_t(t.outputs[0])].numel(), m.q_dim()) << t.label;
+      EXPECT_EQ(t.params.get_int("flags", 0) & attention_flags::kPartial, 0) << t.label;
+    }
+  // Two tasks of a layer writing the same heads' slice are a race validate() reports.
+  Program clash = unsplit;
+  for (Task& t : clash.tasks)
+    if (t.op == Op::ATTENTION_TILE) t.params.set_int("n_off", 0);
+  EXPECT_FALSE(validate(clash).ok);
+  // A group size that does not divide the KV heads is an error that says what to change.
   c.tiling = {{"attention", {{"kv_block", 16}, {"kv_heads", 3}}}};
   EXPECT_NE(lowering_error(m, c).find("kv_heads 3 must divide"), std::string::npos);
-  c.tiling = {{"attention", {{"kv_heads", 1}}}};
-  EXPECT_NE(lowering_error(m, c).find("together with a kv_block split"), std::string::npos);
   c.tiling = {{"attention", {{"kv_rows", 1}}}};
   EXPECT_NE(lowering_error(m, c).find("unknown key 'kv_rows'"), std::string::npos);
 }
@@ -386,22 +401,34 @@ TEST(Lowering, KnobsDoNotChangeTheLogits) {
   tree.tiling = {{"attention", {{"kv_block", 1}}}};
   ScheduleConfig tree_by_head;
   tree_by_head.tiling = {{"attention", {{"kv_block", 2}, {"kv_heads", 1}}}};
+  // One task a KV head over the whole window, no combine: plain, and fused with the per-head
+  // norm, RoPE and the KV append (ROPE_KV_ATTENTION_TILE).
+  ScheduleConfig unsplit_by_head;
+  unsplit_by_head.tiling = {{"attention", {{"kv_heads", 1}}}};
+  ScheduleConfig unsplit_fused = unsplit_by_head;
+  unsplit_fused.fusion_grouping = {{"rope", "attention"}};
   ReferenceDecoder a(ck, lower(ck.config(), {}, h100(), 20));
   ReferenceDecoder b(ck, lower(ck.config(), split, h100(), 20));
   ReferenceDecoder c(ck, lower(ck.config(), by_head, h100(), 20));
   ReferenceDecoder t1(ck, lower(ck.config(), tree, h100(), 20));
   ReferenceDecoder t2(ck, lower(ck.config(), tree_by_head, h100(), 20));
+  ReferenceDecoder u(ck, lower(ck.config(), unsplit_by_head, h100(), 20));
+  ReferenceDecoder uf(ck, lower(ck.config(), unsplit_fused, h100(), 20));
   for (int64_t i = 0; i < 20; ++i) {
     const std::vector<float> la = a.step(e.sequence_ids[size_t(i)]);
     const std::vector<float> lb = b.step(e.sequence_ids[size_t(i)]);
     const std::vector<float> lc = c.step(e.sequence_ids[size_t(i)]);
     const std::vector<float> l1 = t1.step(e.sequence_ids[size_t(i)]);
     const std::vector<float> l2 = t2.step(e.sequence_ids[size_t(i)]);
+    const std::vector<float> lu = u.step(e.sequence_ids[size_t(i)]);
+    const std::vector<float> luf = uf.step(e.sequence_ids[size_t(i)]);
     for (size_t j = 0; j < la.size(); ++j) {
       ASSERT_NEAR(la[j], lb[j], 1e-5) << "position " << i;
       ASSERT_NEAR(la[j], lc[j], 1e-5) << "position " << i << " (kv_heads 1)";
       ASSERT_NEAR(la[j], l1[j], 1e-5) << "position " << i << " (combine tree)";
       ASSERT_NEAR(la[j], l2[j], 1e-5) << "position " << i << " (combine tree, kv_heads 1)";
+      ASSERT_NEAR(la[j], lu[j], 1e-5) << "position " << i << " (kv_heads 1, no split)";
+      ASSERT_NEAR(la[j], luf[j], 1e-5) << "position " << i << " (kv_heads 1, no split, fused)";
     }
   }
 }

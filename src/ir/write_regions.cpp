@@ -6,6 +6,7 @@
 #include <map>
 #include <queue>
 
+#include "amk/op_flags.h"
 #include "amk/op_traits.h"
 
 namespace amk::detail {
@@ -94,9 +95,36 @@ WriteRegion write_region(const Program& program, const Task& task, int64_t buffe
     r.row_hi = kMax;
     return r;
   }
+  const bool attention_tile =
+      task.op == Op::ATTENTION_TILE || task.op == Op::ROPE_KV_ATTENTION_TILE;
+  if (attention_tile && !task.outputs.empty() && buffer == task.outputs[0]) {
+    // Its attention output (a block's partial, a head range's heads, or the whole attention row)
+    // is written whole, unless a head range's full result goes to its slice of a row of every
+    // head: the elements [n_off * head_dim, (n_off + N_tile) * head_dim) (docs/OPCODES.md).
+    const auto n_off = offset_param(task.params, "n_off");
+    const auto n_tile = extent_param(task.params, "N_tile");
+    const auto head_dim = extent_param(task.params, "head_dim");
+    const auto n_heads = extent_param(task.params, "n_heads");
+    const ParamValue* flags = task.params.find("flags");
+    const bool partial = flags && flags->kind == ParamValue::Kind::Int &&
+                         (flags->i & attention_flags::kPartial) != 0;
+    if (!n_off || !n_tile || !head_dim || !n_heads || partial || *n_tile == *n_heads) return r;
+    const auto nb = static_cast<int64_t>(program.buffers.size());
+    if (buffer < 0 || buffer >= nb) return r;
+    int64_t row = 0, lo = 0, len = 0;
+    if (__builtin_mul_overflow(*n_heads, *head_dim, &row) ||
+        program.buffers[static_cast<size_t>(buffer)].numel() != row ||
+        __builtin_mul_overflow(*n_off, *head_dim, &lo) ||
+        __builtin_mul_overflow(*n_tile, *head_dim, &len))
+      return r;
+    r.whole = false;
+    r.col_lo = lo;
+    r.col_hi = end_of(lo, len);
+    r.row_lo = kMin;
+    r.row_hi = kMax;
+    return r;
+  }
   if (task.op == Op::ROPE_KV_ATTENTION_TILE) {
-    // Its attention output (a block's partial, or the whole attention row) is written whole.
-    if (!task.outputs.empty() && buffer == task.outputs[0]) return r;
     // The fused attention writes (besides its own partial) the new row of its KV heads, and
     // only inside its window: rows [kv_start, kv_start + kv_len) (the step's position is one of
     // them or none), columns [kv0 * head_dim, (kv0 + kvc) * head_dim) of the flattened

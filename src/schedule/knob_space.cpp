@@ -104,7 +104,8 @@ std::vector<KnobSpec> make_space() {
                    "keys per split-KV attention task; blocks are merged by ATTENTION_COMBINE (more "
                    "than 8: a two-level tree, at most 64 blocks)"));
   s.push_back(tile("attention", "kv_heads", "1 (with a kv_block split)",
-                   "KV heads per attention task; must divide the model's KV heads"));
+                   "KV heads per attention task; must divide the model's KV heads (without a "
+                   "kv_block split each group's task covers the whole window: no combine)"));
   {
     KnobSpec f;
     f.name = "fusion_grouping";

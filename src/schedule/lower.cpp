@@ -214,19 +214,14 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
   }
 
   // KV heads per attention task (tiling.attention.kv_heads): whole GQA groups, so it divides
-  // n_kv_heads; the head split rides on the split-KV combine, so it needs at least 2 blocks.
+  // n_kv_heads. With a kv_block split each group's blocks get their own combine; without one
+  // (one block) each group's task covers the whole window and writes its heads' slice of the
+  // attention row itself: no combine level.
   const int64_t kv_heads = tiling.kv_heads.value_or(NKV);
-  if (tiling.kv_heads) {
-    if (NKV % kv_heads != 0)
-      throw LoweringError(fmt::format("tiling.attention.kv_heads {} must divide the model's {} KV "
-                                      "heads",
-                                      kv_heads, NKV));
-    if (n_blocks < 2)
-      throw LoweringError(fmt::format(
-          "tiling.attention.kv_heads splits heads only together with a kv_block split into at "
-          "least 2 blocks (max_context {} gives {}): set kv_block below max_context",
-          C, n_blocks));
-  }
+  if (tiling.kv_heads && NKV % kv_heads != 0)
+    throw LoweringError(fmt::format("tiling.attention.kv_heads {} must divide the model's {} KV "
+                                    "heads",
+                                    kv_heads, NKV));
 
   Program p;
   p.target = target;
@@ -432,7 +427,19 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
       return g.multi_task(Op::ROPE_KV_ATTENTION_TILE, std::move(in), {out, k_cache, v_cache},
                           counter, std::move(params), label, bytes + g.abytes(2 * KVD), flops);
     };
-    if (n_blocks == 1) {
+    if (n_blocks == 1 && tiling.kv_heads) {
+      // One task a head group over the whole window, each writing its heads' slice of attn.
+      const int64_t n_groups = NKV / kv_heads, group_heads = NH / n_groups;
+      const int64_t counter = g.shared_counter(ap + "attention heads");
+      for (int64_t gi = 0; gi < n_groups; ++gi) {
+        Params params = attn_params(0, C, attention_flags::kRuntimeWindow);
+        params.set_int("n_off", gi * group_heads);
+        params.set_int("N_tile", group_heads);
+        attention_task(std::move(params), attn, counter, fmt::format("{}attention[h{}]", ap, gi),
+                       kv_bytes(C) / n_groups, 4 * QD * C / n_groups);
+      }
+      g.mark_ready(attn, Wait{counter, n_groups});
+    } else if (n_blocks == 1) {
       const int64_t counter =
           attention_task(attn_params(0, C, attention_flags::kRuntimeWindow), attn, -1,
                          ap + "attention", kv_bytes(C), 4 * QD * C);

@@ -283,7 +283,8 @@ TEST(CudaVm, GemvStripPathsMatchReference) {
 // The fixtures' 64-token context never gives a task more than one block of keys; these windows
 // do: split-KV blocks of 128 and 256 keys (2 and 4 key blocks a task, with the last one partial)
 // and an unsplit window of up to 300 keys (5 blocks), on the decode shape's fused attention
-// (one KV head a task) and on the plain ATTENTION_TILE with every head. Teacher-forced over 300
+// (one KV head a task, and unsplit: each KV head's task writing its slice of the row, no
+// combine) and on the plain ATTENTION_TILE with every head. Teacher-forced over 300
 // tokens against the reference, so every window length from 1 to 300 is checked.
 TEST(CudaVm, AttentionOverSeveralKeyBlocksMatchesReference) {
   AMK_REQUIRE_GPU();
@@ -300,16 +301,19 @@ TEST(CudaVm, AttentionOverSeveralKeyBlocksMatchesReference) {
     if (name == "all_fused_split_kv8_heads1") fused = c;
   struct Case {
     const char* label;
-    int64_t kv_block;  // 0: no split, one task per layer over the whole window
+    int64_t kv_block;  // 0: no split, one task per layer (or per KV head) over the whole window
     bool fused;
   };
   for (const Case& k : {Case{"fused, 128-key split", 128, true}, Case{"fused, 256-key split", 256, true},
-                        Case{"plain, unsplit", 0, false}}) {
+                        Case{"plain, unsplit", 0, false},
+                        Case{"fused, unsplit, a task a KV head writing its slice", 0, true}}) {
     SCOPED_TRACE(k.label);
     ScheduleConfig config = k.fused ? fused : ScheduleConfig{};
     config.tiling.clear();
     if (k.kv_block > 0)
       config.tiling = {{"attention", {{"kv_block", k.kv_block}, {"kv_heads", 1}}}};
+    else if (k.fused)
+      config.tiling = {{"attention", {{"kv_heads", 1}}}};
     std::cout << "long window / " << k.label << ":\n";
     expect_matches_reference(ck, lower_fixture(ck, config, DType::BF16, 320), tokens);
   }

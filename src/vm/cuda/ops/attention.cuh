@@ -28,8 +28,10 @@
 // Head ranges (params n_off, N_tile; docs/OPCODES.md): a tile runs only query heads [n_off,
 // n_off + N_tile) (whole GQA groups) and their KV heads' histories (caches [n_kv_heads,
 // max_seq, head_dim]: a head's keys are contiguous),
-// and its output holds just those heads; a combine merges N_tile-head partials into heads
-// [n_off, n_off + N_tile) of its one-row output. Absent (N_tile 0): every head.
+// and its output holds just those heads (or, a full result, an output of every head of which
+// it writes those: one task a head group over the whole window, no combine); a combine merges
+// N_tile-head partials into heads [n_off, n_off + N_tile) of its one-row output. Absent
+// (N_tile 0): every head.
 //
 // ATTENTION_COMBINE. Per output element, over the partials with l > 0 (an empty shard never
 // yields exp(-inf + inf)): M = max m_p, out = sum exp(m_p - M) acc_p / sum exp(m_p - M) l_p;
@@ -234,6 +236,7 @@ struct AttentionShape {
   const float* q;  // the task's first query head
   const float* k;  // the task's first KV head at position 0 (K and V caches)
   const float* v;
+  float* out;      // the task's first head of the output (a slice of a row of every head, or all)
 };
 
 // C = the heads of one GQA group a warp runs together (a divisor of n_heads / n_kv_heads); T the
@@ -243,7 +246,7 @@ __device__ void attention_tile_impl(const OpContext& c, const AttentionShape& a)
   const float* q = a.q;
   const T* kc = reinterpret_cast<const T*>(a.k);
   const T* vc = reinterpret_cast<const T*>(a.v);
-  float* out = static_cast<float*>(out_buf(c, 0).ptr);
+  float* out = a.out;
   const int warp = c.tid >> 5, lane = c.tid & 31, n_warps = c.n_threads >> 5;
   const int hd = a.head_dim;
   const int width = a.partial ? hd + 2 : hd;
@@ -574,7 +577,7 @@ __device__ __forceinline__ void stage_kv_rows(const OpContext& c, const float* s
 __device__ void attention_tile_fast(const OpContext& c, const AttentionShape& a, int chunk,
                                     bool staged) {
   const float* q = a.q;
-  float* out = static_cast<float*>(out_buf(c, 0).ptr);
+  float* out = a.out;
   const int H = a.n_heads, D = a.head_dim, row_floats = a.n_kv_heads * D;
   FastAttnScratch s;
   s.acc = c.scratch;
@@ -828,7 +831,7 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
   }
   mark_body_end(c);
   // The output, from each thread's acc and the final m, l.
-  float* out = static_cast<float*>(out_buf(c, 0).ptr);
+  float* out = a.out;
   const int width = a.partial ? D + 2 : D;
 #pragma unroll
   for (int t = 0; t < kAttnBlockItems; ++t) {
@@ -890,13 +893,17 @@ __device__ inline int attention_setup(const OpContext& c, AttentionShape& a, int
   const int64_t max_seq = k.rank == 3 ? k.shape[1] : 0;
   a = AttentionShape{p.head_dim, count, count / rep, p.head_dim, max_seq * p.head_dim,
                      p.kv_start, p.kv_len, p.scale, (p.flags & kAttnPartial) != 0,
-                     k.dtype == AMK_DTYPE_BF16, nullptr, nullptr, nullptr};
+                     k.dtype == AMK_DTYPE_BF16, nullptr, nullptr, nullptr, nullptr};
   const amk_buffer_t& out = out_buf(c, 0);
   const int width = a.partial ? a.head_dim + 2 : a.head_dim;
+  // Not partial, a head range may write its slice of a row of every head.
+  const bool slice = !a.partial && count != p.n_heads &&
+                     out.numel == int64_t(p.n_heads) * a.head_dim;
   if (q.numel != int64_t(p.n_heads) * a.head_dim || k.rank != 3 || k.shape[0] != p.n_kv_heads ||
       k.shape[2] != a.head_dim || v.rank != 3 || v.shape[0] != k.shape[0] ||
       v.shape[1] != k.shape[1] || v.shape[2] != k.shape[2] ||
-      int64_t(p.kv_start) + p.kv_len > max_seq || out.numel != int64_t(a.n_heads) * width)
+      int64_t(p.kv_start) + p.kv_len > max_seq ||
+      (!slice && out.numel != int64_t(a.n_heads) * width))
     return 4;
   if (q.dtype != AMK_DTYPE_F32 || !is_f32_or_bf16(k.dtype) || v.dtype != k.dtype ||
       out.dtype != AMK_DTYPE_F32)
@@ -907,6 +914,7 @@ __device__ inline int attention_setup(const OpContext& c, AttentionShape& a, int
   a.q = static_cast<const float*>(q.ptr) + int64_t(first) * a.head_dim;
   a.k = reinterpret_cast<const float*>(static_cast<const char*>(k.ptr) + head0);
   a.v = reinterpret_cast<const float*>(static_cast<const char*>(v.ptr) + head0);
+  a.out = static_cast<float*>(out.ptr) + (slice ? int64_t(first) * a.head_dim : 0);
   *first_head = first;
   return 0;
 }

@@ -10,7 +10,7 @@
 //
 // Head ranges (optional params n_off and N_tile, both or neither; docs/OPCODES.md): a tile runs
 // only query heads [n_off, n_off + N_tile), whole GQA groups, and its output holds just those
-// heads; a combine merges partials of N_tile heads into heads [n_off, n_off + N_tile) of its
+// heads (or, not partial, is a row of every head of which it writes those); a combine merges partials of N_tile heads into heads [n_off, n_off + N_tile) of its
 // one-row output and leaves the rest of it alone. This splits a layer's attention over SMs by
 // KV head as well as by KV block.
 #include <algorithm>
@@ -104,9 +104,15 @@ void op_attention_tile(const OpContext& c) {
   Tensor& out = c.output(0);
   require_float(c, out, "output 0");
   const int64_t width = partial ? head_dim + 2 : head_dim;
-  require_numel(c, out, "output 0", heads.count * width,
-                std::string(heads.count == n_heads ? "n_heads" : "N_tile") +
-                    (partial ? " x (head_dim + 2) for a partial" : " x head_dim"));
+  // A head range's full (not partial) result may also go to heads [n_off, n_off + N_tile) of a
+  // row of every head, as a head-ranged ATTENTION_COMBINE writes it: one task per head group
+  // then covers the whole window with no combine.
+  const bool slice = !partial && heads.count != n_heads && out.numel() == n_heads * head_dim;
+  if (!slice)
+    require_numel(c, out, "output 0", heads.count * width,
+                  std::string(heads.count == n_heads ? "n_heads" : "N_tile") +
+                      (partial ? " x (head_dim + 2) for a partial"
+                               : " x head_dim (or n_heads x head_dim: the range's slice)"));
 
   const std::vector<double> qv = load_all(q);
   std::vector<double> result(size_t(heads.count * width), 0.0);
@@ -138,7 +144,9 @@ void op_attention_tile(const OpContext& c) {
       for (int64_t d = 0; d < head_dim; ++d) acc[d] /= l;
     }  // else: attention over nothing is 0, as torch's softmax/einsum over an empty axis gives
   }
-  store_all(out, result);
+  if (!slice) return store_all(out, result);
+  for (int64_t i = 0; i < heads.count * head_dim; ++i)
+    store(out, heads.first * head_dim + i, result[size_t(i)]);
 }
 
 void op_attention_combine(const OpContext& c) {
