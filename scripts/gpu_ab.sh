@@ -11,8 +11,9 @@
 # BENCH_ARGS go to every `amk bench` (a 512-token context unless they name --context; the
 # checked positions come from --check). BIN: paths of amk binaries (the first one also generates the presets, once, under /tmp); each
 # finds its shared libraries in lib/ beside it (scripts/gpu_pack.sh's layout).
-# Writes $OUT/ab.tsv (preset, binary, round, µs/token, % of floor, check) and prints the median
-# per (preset, binary) with its ratio to the first binary.
+# Writes $OUT/ab.tsv (preset, binary, round, µs/token, % of floor, check) and $OUT/ab-logs.tgz
+# (every run's log: the device tool brings back 8 files a call) and prints the median per
+# (preset, binary) with its ratio to the first binary.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 rounds=2 check=0,65 presets=() bins=() extra=()
@@ -70,3 +71,5 @@ for preset in dict.fromkeys(r["preset"] for r in rows):
         runs = " ".join(f"{v:.1f}" for v in vals)
         print(f"{preset:14s} {b[-28:]:28s} {med:10.1f} {med / base:9.3f}  {runs} ({'PASS' if ok else 'FAIL'})")
 PY
+# The runs' logs in one file.
+(cd "$out" && ls log-*.txt >/dev/null 2>&1 && tar czf ab-logs.tgz log-*.txt && rm -f log-*.txt) || true
