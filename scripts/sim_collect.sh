@@ -76,6 +76,7 @@ variants=(
   tile:lm_head*2
   tiling.attention.kv_block=128
   tiling.attention.kv_block=32
+  attention:unsplit
   sm_assignment=load_balance
   sm_assignment=critical_path
   threads_per_block=flip
@@ -103,6 +104,8 @@ if v == "kept":
     c = json.load(open(kept))
 elif v == "threads_per_block=flip":
     c["threads_per_block"] = 256 if c.get("threads_per_block", 256) == 192 else 192
+elif v == "attention:unsplit":  # one task a KV head over the whole window, no combine
+    c.setdefault("tiling", {})["attention"] = {"kv_heads": 1}
 elif v.startswith("unfuse:"):
     c["fusion_grouping"] = [g for g in c["fusion_grouping"] if "+".join(g) != v[7:]]
 elif v.startswith("tile:"):
