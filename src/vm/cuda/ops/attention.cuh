@@ -655,6 +655,10 @@ __device__ void attention_tile_fast(const OpContext& c, const AttentionShape& a,
 // softmax, so the results agree with the reference up to summation order. ~10x fewer
 // instructions than the chunked path per block, whose key splits and 64-bit index math made a
 // 64-key block cost ~7 us (ncu: ~2,800 instructions per warp per task, latency-bound).
+// Where a full block's ~3.4 us goes now (H100, llama-3.2-1b, bench/RESULTS.md twenty-fifth
+// session): staging 1.2, scores 0.9, softmax 0.35, values 1.0 us; run again warm, 3.1. Its
+// dependent chains bound it, not bytes or instruction fetch: a faster block needs shorter
+// chains on more warps (tensor cores alone, one chain a warp, measured slower).
 inline constexpr int kAttnBlockKeys = 64;
 // (head, dim) items a thread keeps an acc for: n_heads x head_dim <= this x consumer threads.
 inline constexpr int kAttnBlockItems = 2;
