@@ -34,6 +34,25 @@ int64_t end_of(int64_t off, int64_t len) {
   return __builtin_add_overflow(off, len, &r) ? kMax : r;
 }
 
+// Heads [n_off, n_off + N_tile) of a one-row output of heads: the elements [n_off * head_dim,
+// (n_off + N_tile) * head_dim); the whole buffer when a param is missing or a product overflows.
+WriteRegion head_slice(const Params& p) {
+  WriteRegion r;
+  const auto n_off = offset_param(p, "n_off");
+  const auto n_tile = extent_param(p, "N_tile");
+  const auto head_dim = extent_param(p, "head_dim");
+  int64_t lo = 0, len = 0;
+  if (!n_off || !n_tile || !head_dim || __builtin_mul_overflow(*n_off, *head_dim, &lo) ||
+      __builtin_mul_overflow(*n_tile, *head_dim, &len))
+    return r;
+  r.whole = false;
+  r.col_lo = lo;
+  r.col_hi = end_of(lo, len);
+  r.row_lo = kMin;
+  r.row_hi = kMax;
+  return r;
+}
+
 }  // namespace
 
 WriteRegion write_region(const Program& program, const Task& task, int64_t buffer) {
@@ -78,22 +97,9 @@ WriteRegion write_region(const Program& program, const Task& task, int64_t buffe
     return r;
   }
   if (task.op == Op::ATTENTION_COMBINE) {
-    // A head-ranged combine writes heads [n_off, n_off + N_tile) of its one-row output: the
-    // elements [n_off * head_dim, (n_off + N_tile) * head_dim) (docs/OPCODES.md).
-    const auto n_off = offset_param(task.params, "n_off");
-    const auto n_tile = extent_param(task.params, "N_tile");
-    const auto head_dim = extent_param(task.params, "head_dim");
-    if (!n_off || !n_tile || !head_dim) return r;
-    int64_t lo = 0, len = 0;
-    if (__builtin_mul_overflow(*n_off, *head_dim, &lo) ||
-        __builtin_mul_overflow(*n_tile, *head_dim, &len))
-      return r;
-    r.whole = false;
-    r.col_lo = lo;
-    r.col_hi = end_of(lo, len);
-    r.row_lo = kMin;
-    r.row_hi = kMax;
-    return r;
+    // A head-ranged combine writes heads [n_off, n_off + N_tile) of its one-row output
+    // (docs/OPCODES.md).
+    return head_slice(task.params);
   }
   const bool attention_tile =
       task.op == Op::ATTENTION_TILE || task.op == Op::ROPE_KV_ATTENTION_TILE;
@@ -101,28 +107,19 @@ WriteRegion write_region(const Program& program, const Task& task, int64_t buffe
     // Its attention output (a block's partial, a head range's heads, or the whole attention row)
     // is written whole, unless a head range's full result goes to its slice of a row of every
     // head: the elements [n_off * head_dim, (n_off + N_tile) * head_dim) (docs/OPCODES.md).
-    const auto n_off = offset_param(task.params, "n_off");
     const auto n_tile = extent_param(task.params, "N_tile");
     const auto head_dim = extent_param(task.params, "head_dim");
     const auto n_heads = extent_param(task.params, "n_heads");
     const ParamValue* flags = task.params.find("flags");
     const bool partial = flags && flags->kind == ParamValue::Kind::Int &&
                          (flags->i & attention_flags::kPartial) != 0;
-    if (!n_off || !n_tile || !head_dim || !n_heads || partial || *n_tile == *n_heads) return r;
+    if (!n_tile || !head_dim || !n_heads || partial || *n_tile == *n_heads) return r;
     const auto nb = static_cast<int64_t>(program.buffers.size());
-    if (buffer < 0 || buffer >= nb) return r;
-    int64_t row = 0, lo = 0, len = 0;
-    if (__builtin_mul_overflow(*n_heads, *head_dim, &row) ||
-        program.buffers[static_cast<size_t>(buffer)].numel() != row ||
-        __builtin_mul_overflow(*n_off, *head_dim, &lo) ||
-        __builtin_mul_overflow(*n_tile, *head_dim, &len))
+    int64_t row = 0;
+    if (buffer < 0 || buffer >= nb || __builtin_mul_overflow(*n_heads, *head_dim, &row) ||
+        program.buffers[static_cast<size_t>(buffer)].numel() != row)
       return r;
-    r.whole = false;
-    r.col_lo = lo;
-    r.col_hi = end_of(lo, len);
-    r.row_lo = kMin;
-    r.row_hi = kMax;
-    return r;
+    return head_slice(task.params);
   }
   if (task.op == Op::ROPE_KV_ATTENTION_TILE) {
     // The fused attention writes (besides its own partial) the new row of its KV heads, and
