@@ -17,6 +17,16 @@ inline constexpr int64_t kRuntimeWindow = 4;
 inline constexpr int64_t kHeadNorm = 8;
 // ... and the last input is an inv_freq table (ROPE_FREQ's); without it, ROPE's theta param.
 inline constexpr int64_t kRopeTable = 16;
+
+// Whether an attention task with a head range of `range_heads` of `n_heads` writes its result
+// to its heads' slice of a one-row output of every head (docs/OPCODES.md, ATTENTION_TILE): a
+// full (not partial) result whose output holds n_heads x head_dim elements. False on overflow.
+inline bool writes_head_slice(bool partial, int64_t range_heads, int64_t n_heads,
+                              int64_t head_dim, int64_t out_numel) {
+  int64_t row = 0;
+  return !partial && range_heads != n_heads && !__builtin_mul_overflow(n_heads, head_dim, &row) &&
+         out_numel == row;
+}
 }  // namespace attention_flags
 
 namespace kv_append_flags {

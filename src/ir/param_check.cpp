@@ -230,10 +230,11 @@ void check_attention_heads(const TaskParams& c, bool fused) {
   const bool partial = (flags & attention_flags::kPartial) != 0;
   const int64_t width = partial ? *head_dim + 2 : *head_dim;
   // Not partial, a head range may write its slice of a row of every head (docs/OPCODES.md).
-  if (const Buffer* out = c.out(0);
-      out && !partial && heads->second != *n_heads && out->numel() == *n_heads * *head_dim)
+  const Buffer* out = c.out(0);
+  if (out && attention_flags::writes_head_slice(partial, heads->second, *n_heads, *head_dim,
+                                                out->numel()))
     return;
-  check_numel(c, c.out(0), "output 0", heads->second * width,
+  check_numel(c, out, "output 0", heads->second * width,
               std::string(heads->second == *n_heads ? "n_heads " : "N_tile ") +
                   num(heads->second) + (partial ? " x (head_dim + 2) " + num(width) + " (a partial)"
                                                 : " x head_dim " + num(width)));

@@ -113,11 +113,10 @@ WriteRegion write_region(const Program& program, const Task& task, int64_t buffe
     const ParamValue* flags = task.params.find("flags");
     const bool partial = flags && flags->kind == ParamValue::Kind::Int &&
                          (flags->i & attention_flags::kPartial) != 0;
-    if (!n_tile || !head_dim || !n_heads || partial || *n_tile == *n_heads) return r;
     const auto nb = static_cast<int64_t>(program.buffers.size());
-    int64_t row = 0;
-    if (buffer < 0 || buffer >= nb || __builtin_mul_overflow(*n_heads, *head_dim, &row) ||
-        program.buffers[static_cast<size_t>(buffer)].numel() != row)
+    if (!n_tile || !head_dim || !n_heads || buffer < 0 || buffer >= nb ||
+        !attention_flags::writes_head_slice(partial, *n_tile, *n_heads, *head_dim,
+                                            program.buffers[static_cast<size_t>(buffer)].numel()))
       return r;
     return head_slice(task.params);
   }

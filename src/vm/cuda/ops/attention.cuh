@@ -900,7 +900,8 @@ __device__ inline int attention_setup(const OpContext& c, AttentionShape& a, int
                      k.dtype == AMK_DTYPE_BF16, nullptr, nullptr, nullptr, nullptr};
   const amk_buffer_t& out = out_buf(c, 0);
   const int width = a.partial ? a.head_dim + 2 : a.head_dim;
-  // Not partial, a head range may write its slice of a row of every head.
+  // Not partial, a head range may write its slice of a row of every head (the device's copy of
+  // amk/op_flags.h attention_flags::writes_head_slice).
   const bool slice = !a.partial && count != p.n_heads &&
                      out.numel == int64_t(p.n_heads) * a.head_dim;
   if (q.numel != int64_t(p.n_heads) * a.head_dim || k.rank != 3 || k.shape[0] != p.n_kv_heads ||

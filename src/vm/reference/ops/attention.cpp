@@ -10,8 +10,9 @@
 //
 // Head ranges (optional params n_off and N_tile, both or neither; docs/OPCODES.md): a tile runs
 // only query heads [n_off, n_off + N_tile), whole GQA groups, and its output holds just those
-// heads (or, not partial, is a row of every head of which it writes those); a combine merges partials of N_tile heads into heads [n_off, n_off + N_tile) of its
-// one-row output and leaves the rest of it alone. This splits a layer's attention over SMs by
+// heads (or, not partial, is a row of every head of which it writes those); a combine merges
+// partials of N_tile heads into heads [n_off, n_off + N_tile) of its one-row output and leaves
+// the rest of it alone. This splits a layer's attention over SMs by
 // KV head as well as by KV block.
 #include <algorithm>
 #include <array>
@@ -107,7 +108,8 @@ void op_attention_tile(const OpContext& c) {
   // A head range's full (not partial) result may also go to heads [n_off, n_off + N_tile) of a
   // row of every head, as a head-ranged ATTENTION_COMBINE writes it: one task per head group
   // then covers the whole window with no combine.
-  const bool slice = !partial && heads.count != n_heads && out.numel() == n_heads * head_dim;
+  const bool slice =
+      attention_flags::writes_head_slice(partial, heads.count, n_heads, head_dim, out.numel());
   if (!slice)
     require_numel(c, out, "output 0", heads.count * width,
                   std::string(heads.count == n_heads ? "n_heads" : "N_tile") +
