@@ -729,6 +729,11 @@ __device__ __forceinline__ float block_values(const float* ph, const T* vd, int 
     else return vd[j * stride];
   };
   float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (n == kAttnBlockKeys) {  // a full block: a fixed trip count, so the loads issue ahead
+#pragma unroll 16
+    for (int j = 0; j < kAttnBlockKeys; ++j) part[j & 3] = fmaf(ph[j], at(j), part[j & 3]);
+    return (part[0] + part[1]) + (part[2] + part[3]);
+  }
   int j = 0;
   for (; j + 4 <= n; j += 4) {
 #pragma unroll
@@ -765,8 +770,17 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
   }
   const int warp = c.tid >> 5, lane = c.tid & 31, n_warps = c.n_threads >> 5;
   float acc[kAttnBlockItems];
+  // This thread's (head, dim) items: the head (-1: none) and the item's column of a V row
+  // (g D + d), worked out once for every block.
+  int item_h[kAttnBlockItems], item_v[kAttnBlockItems];
 #pragma unroll
-  for (int t = 0; t < kAttnBlockItems; ++t) acc[t] = 0.0f;
+  for (int t = 0; t < kAttnBlockItems; ++t) {
+    acc[t] = 0.0f;
+    const int i = c.tid + t * c.n_threads;
+    const SmallDiv hd = small_divmod(i, D);  // i < H D <= kAttnBlockItems * threads <= 2^12
+    item_h[t] = i < H * D ? hd.q : -1;
+    item_v[t] = small_divmod(hd.q, R).q * D + hd.r;
+  }
   const int64_t kv_len = a.kv_len;
   const T* kc = reinterpret_cast<const T*>(a.k);
   const T* vc = reinterpret_cast<const T*>(a.v);
@@ -786,9 +800,12 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
     cp_async_commit();
     cp_async_wait_all();
     consumer_sync(c.n_threads);
-    // 1. Scores, head-major: a warp's lanes share a head (q broadcast) and take consecutive keys.
-    for (int i = c.tid; i < H * n; i += c.n_threads) {
-      const int h = i / n, j = i - h * n, g = h / R;
+    // 1. Scores, head-major: a warp's lanes share a head (q broadcast) and take consecutive keys;
+    // item i is (head i / 64, key i % 64) whatever n, so no division sits on the chain.
+    static_assert(kAttnBlockKeys == 64, "the items below index keys by shifts");
+    for (int i = c.tid; i < H * kAttnBlockKeys; i += c.n_threads) {
+      const int h = i >> 6, j = i & 63, g = small_divmod(h, R).q;
+      if (j >= n) continue;
       const uint4* kj = ks + j * GDV;
       ps[h * kAttnBlockKeys + j] = block_score<BF16>(q + h * D, kj, g * DV, j & 7, D) * a.scale;
     }
@@ -822,11 +839,9 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
     // 3. Values: thread (h, d) folds sum_j p[h][j] v[j][g D + d] into its acc.
 #pragma unroll
     for (int t = 0; t < kAttnBlockItems; ++t) {
-      const int i = c.tid + t * c.n_threads;
-      if (i >= H * D) break;
-      const int h = i / D, d = i - h * D, g = h / R;
-      const float* ph = ps + h * kAttnBlockKeys;
-      acc[t] = rs[h] * acc[t] + block_values(ph, reinterpret_cast<const T*>(vs) + g * D + d, G * D, n);
+      if (item_h[t] < 0) break;
+      const float* ph = ps + item_h[t] * kAttnBlockKeys;
+      acc[t] = rs[item_h[t]] * acc[t] + block_values(ph, reinterpret_cast<const T*>(vs) + item_v[t], G * D, n);
     }
     // The next block restages ks, vs and rewrites ps, rs. After the last one nothing is
     // rewritten (the output reads only ms and ls, final since the softmax barrier), so a
@@ -839,9 +854,8 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
   const int width = a.partial ? D + 2 : D;
 #pragma unroll
   for (int t = 0; t < kAttnBlockItems; ++t) {
-    const int i = c.tid + t * c.n_threads;
-    if (i >= H * D) break;
-    const int h = i / D, d = i - h * D;
+    if (item_h[t] < 0) break;
+    const int h = item_h[t], d = c.tid + t * c.n_threads - h * D;
     const float l = ls[h];
     if (a.partial) {
       out[h * width + d] = acc[t];
