@@ -764,6 +764,7 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
   if (!q_shared)
     for (int i = c.tid; i < H * D / 4; i += c.n_threads)
       cp_async16(smem_address(qs + 4 * i), a.q + 4 * i);
+  __builtin_assume(__isShared(q));  // either way: shared-memory loads, not generic ones
   for (int h = c.tid; h < H; h += c.n_threads) {
     ms[h] = neg_inf();
     ls[h] = 0.0f;
