@@ -996,6 +996,7 @@ inline constexpr int32_t kAttnRopeTable = AMK_ATTN_FLAG_ROPE_TABLE;
 // record and constant operands).
 struct RopeKvOperands {
   int first = 0;
+  bool async_rows = false;  // q, k, v rows F32 and 16-byte aligned: staged by cp.async
   const amk_buffer_t* q_norm = nullptr;
   const amk_buffer_t* k_norm = nullptr;
   const amk_buffer_t* inv_freq = nullptr;
@@ -1009,19 +1010,22 @@ __device__ __forceinline__ RopeKvBuffers rope_kv_buffers(const OpContext& c) {
   return {in_buf(c, 0), in_buf(c, 1), in_buf(c, 2), out_buf(c, 1), out_buf(c, 2)};
 }
 inline constexpr int kRopeKvFail = AMK_OP_ROPE_KV_ATTENTION_TILE * 16;  // op_fail code base
-// The scratch of the prologue: [q_s][cos | sin: head_dim doubles][k_s].
+// The scratch of the prologue: [q_s][cos | sin: head_dim doubles][k_s][v_s].
 struct RopeKvScratch {
   float* q_s;
   double* cos_t;
   double* sin_t;
   float* k_s;
+  float* v_s;
 };
-__device__ __forceinline__ RopeKvScratch rope_kv_scratch(const OpContext& c, int count, int D) {
+__device__ __forceinline__ RopeKvScratch rope_kv_scratch(const OpContext& c, int count, int kvc,
+                                                         int D) {
   RopeKvScratch r;
   r.q_s = c.scratch;
   r.cos_t = reinterpret_cast<double*>(c.scratch + (int64_t(count) * D + 3) / 4 * 4);
   r.sin_t = r.cos_t + D / 2;
   r.k_s = reinterpret_cast<float*>(r.sin_t + D / 2);
+  r.v_s = r.k_s + (int64_t(kvc) * D + 3) / 4 * 4;
   return r;
 }
 
@@ -1063,12 +1067,41 @@ __device__ inline bool rope_kv_check(const OpContext& c, AttentionShape& a, Rope
     op_fail(c, kRopeKvFail + 7);
     return false;
   }
+  // The rows by cp.async (every copy in flight at once, beside the step position's read) where
+  // they are F32 and 16-byte aligned at the task's first head; otherwise by loads.
+  const int kv0 = o.first / (p.n_heads / p.n_kv_heads);
+  o.async_rows = q.dtype == AMK_DTYPE_F32 && k.dtype == AMK_DTYPE_F32 &&
+                 v.dtype == AMK_DTYPE_F32 && D % 4 == 0 &&
+                 is_aligned16(static_cast<const float*>(q.ptr) + int64_t(o.first) * D) &&
+                 is_aligned16(static_cast<const float*>(k.ptr) + int64_t(kv0) * D) &&
+                 is_aligned16(static_cast<const float*>(v.ptr) + int64_t(kv0) * D);
   // The previous task of this CTA is past its end barrier, so the scratch is free already.
-  const RopeKvScratch sc = rope_kv_scratch(c, a.n_heads, D);
+  const RopeKvScratch sc = rope_kv_scratch(c, a.n_heads, a.n_kv_heads, D);
   // A non-finite table entry is seen by the threads that read it only: they flag the error
   // and the task still passes its gate on every thread (the end-of-task vote leaves).
   if (!rope_inv_freqs(c, o.inv_freq, p.theta, half, sc.cos_t)) op_fail(c, kRopeKvFail + 6);
   return true;
+}
+
+// Right after the gate, before the step position is read: the rows' copies (async_rows), so
+// that the position's round trip and theirs overlap.
+__device__ __forceinline__ void rope_kv_issue_rows(const OpContext& c, const AttentionShape& a,
+                                                   const RopeKvOperands& o) {
+  if (!o.async_rows) return;
+  const auto [q, k, v, kc, vc] = rope_kv_buffers(c);
+  const int D = a.head_dim, count = a.n_heads, kvc = a.n_kv_heads;
+  const int kv0 = o.first / (c.inst->params.n_heads / c.inst->params.n_kv_heads);
+  const RopeKvScratch sc = rope_kv_scratch(c, count, kvc, D);
+  const float* q_src = static_cast<const float*>(q.ptr) + int64_t(o.first) * D;
+  const float* k_src = static_cast<const float*>(k.ptr) + int64_t(kv0) * D;
+  const float* v_src = static_cast<const float*>(v.ptr) + int64_t(kv0) * D;
+  for (int i = c.tid; i < count * D / 4; i += c.n_threads)
+    cp_async16(smem_address(sc.q_s + 4 * i), q_src + 4 * i);
+  for (int i = c.tid; i < kvc * D / 4; i += c.n_threads) {
+    cp_async16(smem_address(sc.k_s + 4 * i), k_src + 4 * i);
+    cp_async16(smem_address(sc.v_s + 4 * i), v_src + 4 * i);
+  }
+  cp_async_commit();
 }
 
 // After the gate (steps 1-4): q (and, for the task whose window holds the step's position, the
@@ -1081,7 +1114,7 @@ __device__ inline bool rope_kv_prologue(const OpContext& c, AttentionShape& a, O
   const bool norm = o.q_norm != nullptr;
   const int D = a.head_dim, half = D / 2, count = a.n_heads, kvc = a.n_kv_heads;
   const int rep = p.n_heads / p.n_kv_heads, kv0 = o.first / rep;
-  const RopeKvScratch sc = rope_kv_scratch(c, count, D);
+  const RopeKvScratch sc = rope_kv_scratch(c, count, kvc, D);
   float* q_s = sc.q_s;
   float* k_s = sc.k_s;
   const int64_t pos = c.pos;
@@ -1092,11 +1125,14 @@ __device__ inline bool rope_kv_prologue(const OpContext& c, AttentionShape& a, O
   }
   const int rows = count + (append ? kvc : 0);  // q heads, then (appending) the KV heads
 
-  // 1. The rows and the angles: every load issued before any is used.
-  for (int e = c.tid; e < count * D; e += c.n_threads) q_s[e] = load_f(q, int64_t(o.first) * D + e);
-  if (append)
-    for (int e = c.tid; e < kvc * D; e += c.n_threads) k_s[e] = load_f(k, int64_t(kv0) * D + e);
+  // 1. The rows (already in flight with async_rows) and the angles.
+  if (!o.async_rows) {
+    for (int e = c.tid; e < count * D; e += c.n_threads) q_s[e] = load_f(q, int64_t(o.first) * D + e);
+    if (append)
+      for (int e = c.tid; e < kvc * D; e += c.n_threads) k_s[e] = load_f(k, int64_t(kv0) * D + e);
+  }
   rope_angles_at(c, float(pos), half, sc.cos_t, sc.sin_t);
+  if (o.async_rows) cp_async_wait_all();
   consumer_sync(c.n_threads);
   // 2. Per-head RMSNORM (Qwen3's q_norm / k_norm): one warp a row.
   if (norm) {
@@ -1125,7 +1161,7 @@ __device__ inline bool rope_kv_prologue(const OpContext& c, AttentionShape& a, O
       const int g = e / D;
       const int64_t at = row + g * a.kv_head_stride + (e - g * D);
       store_f(kc, at, k_s[e]);
-      store_f(vc, at, load_f(v, int64_t(kv0) * D + e));
+      store_f(vc, at, o.async_rows ? sc.v_s[e] : load_f(v, int64_t(kv0) * D + e));
     }
     __threadfence_block();  // the attention below reads these rows back
   }
@@ -1149,6 +1185,7 @@ __device__ inline void op_attention_tiles(const OpContext& c0, Gate&& pass_gate)
   const bool rope = c0.inst->op == AMK_OP_ROPE_KV_ATTENTION_TILE;
   const bool ok = rope ? rope_kv_check(c0, a, o) : attention_tile_operands(c0, a);
   if (!ok || !pass_gate()) return;
+  if (rope) rope_kv_issue_rows(c0, a, o);
   OpContext c = c0;
   c.pos = step_position(*c.prog);  // the previous step's sink wrote it: after the gate
   if (const int err = attention_window(c.inst->params, a, c.pos)) {
