@@ -56,6 +56,7 @@
 #include "vm/cuda/ops/scratch.h"
 #include "vm/cuda/primitives.cuh"
 #include "vm/cuda/sync.cuh"
+#include "vm/cuda/weight_ring.cuh"
 
 namespace amk::cuda {
 
@@ -850,23 +851,38 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
     if (j0 + kAttnBlockKeys < kv_len) consumer_sync(c.n_threads);
   }
   mark_body_end(c);
-  // The output, from each thread's acc and the final m, l.
+  // The output, from each thread's acc and the final m, l: into the output stage when the whole
+  // output is one 16-byte-aligned run that fits it, so the signal is a bulk store and a relaxed
+  // count (sync.cuh OutStage: no release waiting for the ring's copies in flight), else global
+  // memory and a release.
   float* out = a.out;
   const int width = a.partial ? D + 2 : D;
+  OutStage* stage = c.ring != nullptr ? ring_out_stage(c.ring) : nullptr;
+  const uint32_t bytes = uint32_t(H * width) * 4u;
+  const bool staged =
+      stage != nullptr && output_stage_fits(reinterpret_cast<uintptr_t>(out), bytes);
+  float* dst = staged ? reinterpret_cast<float*>(stage->data()) : out;
 #pragma unroll
   for (int t = 0; t < kAttnBlockItems; ++t) {
     if (item_h[t] < 0) break;
     const int h = item_h[t], d = c.tid + t * c.n_threads - h * D;
     const float l = ls[h];
     if (a.partial) {
-      out[h * width + d] = acc[t];
+      dst[h * width + d] = acc[t];
       if (d == 0) {
-        out[h * width + D] = ms[h];
-        out[h * width + D + 1] = l;
+        dst[h * width + D] = ms[h];
+        dst[h * width + D + 1] = l;
       }
     } else {
       // An empty window leaves acc = 0, l = 0: attention over nothing is 0.
-      out[h * width + d] = acc[t] * (l > 0.0f ? 1.0f / l : 0.0f);
+      dst[h * width + d] = acc[t] * (l > 0.0f ? 1.0f / l : 0.0f);
+    }
+  }
+  if (staged) {
+    fence_proxy_async_shared();  // this thread's staged outputs, visible to the bulk copy
+    if (c.tid == 0) {
+      stage->dst = out;
+      stage->bytes = bytes;
     }
   }
 }
