@@ -756,6 +756,7 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
   uint4* ks = reinterpret_cast<uint4*>(c.scratch);   // [64][GDV], vectors swizzled
   uint4* vs = ks + kAttnBlockKeys * GDV;              // [64][GDV]
   float* qs = reinterpret_cast<float*>(vs + kAttnBlockKeys * GDV);  // [H][D]
+  // (ks, vs then point at the block's pair of stages: the first, or the second after rs.)
   float* ps = qs + H * D;                            // [H][kAttnBlockKeys]
   float* ms = ps + H * kAttnBlockKeys;               // [H] running max
   float* ls = ms + H;                                // [H] running sum of p
@@ -786,21 +787,47 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
   const int64_t kv_len = a.kv_len;
   const T* kc = reinterpret_cast<const T*>(a.k);
   const T* vc = reinterpret_cast<const T*>(a.v);
-  // One pass for an empty window too: it writes the empty result (acc 0, m -inf, l 0).
-  for (int64_t j0 = 0; j0 == 0 || j0 < kv_len; j0 += kAttnBlockKeys) {
+  // A window of several blocks stages block b + 1 while block b computes when the scratch holds a
+  // second pair of stages (after rs, 16-byte aligned): one staging round trip per window
+  // instead of one per block.
+  const int64_t n_blocks = kv_len > 0 ? (kv_len + kAttnBlockKeys - 1) / kAttnBlockKeys : 1;
+  const int64_t second = (attention_block_floats(a) + 3) / 4 * 4;  // floats: the second pair
+  const bool two = n_blocks > 1 &&
+                   (second + 2 * kAttnBlockKeys * int64_t(GDV) * 4) * 4 <= c.scratch_bytes;
+  uint4* const ks0 = ks;
+  uint4* const ks1 = reinterpret_cast<uint4*>(c.scratch + second);
+  // (A pair's V follows its K.) Block b's rows into [key][G D] (each KV head's keys are one
+  // contiguous run of the cache), K's vectors swizzled by (key & 7); one cp.async group.
+  const auto stage_block = [&](int64_t b, uint4* kd) {
+    const int64_t j0 = b * kAttnBlockKeys;
     const int n = int(kv_len - j0 < kAttnBlockKeys ? kv_len - j0 : kAttnBlockKeys);
-    // 0. Stage the block's rows into [key][G D]: each KV head's keys are one contiguous run of
-    // the cache. The previous block's readers are past the barrier that ended it.
     const T* k0 = kc + (a.kv_start + j0) * a.kv_stride;
     const T* v0 = vc + (a.kv_start + j0) * a.kv_stride;
+    uint4* vd = kd + kAttnBlockKeys * GDV;
     for (int i = c.tid; i < n * GDV; i += c.n_threads) {
       const int j = i / GDV, v = i - j * GDV, g = v / DV;
       const int64_t from = g * a.kv_head_stride + j * D + VE * (v - g * DV);
-      cp_async16(smem_address(ks + j * GDV + (v ^ (j & 7))), k0 + from);
-      cp_async16(smem_address(vs + i), v0 + from);
+      cp_async16(smem_address(kd + j * GDV + (v ^ (j & 7))), k0 + from);
+      cp_async16(smem_address(vd + i), v0 + from);
     }
     cp_async_commit();
-    cp_async_wait_all();
+  };
+  // One pass for an empty window too: it writes the empty result (acc 0, m -inf, l 0).
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int64_t j0 = b * kAttnBlockKeys;
+    const int n = int(kv_len - j0 < kAttnBlockKeys ? kv_len - j0 : kAttnBlockKeys);
+    ks = two && (b & 1) ? ks1 : ks0;
+    vs = ks + kAttnBlockKeys * GDV;
+    // 0. This block's rows (one pair: staged here; two: block 0 here, each next block one
+    // iteration ahead into the other pair), then the wait for them. The previous readers of the
+    // pair restaged here are past the barrier that ended their block.
+    if (b == 0 || !two) stage_block(b, ks);
+    if (two && b + 1 < n_blocks) {
+      stage_block(b + 1, ks == ks0 ? ks1 : ks0);
+      cp_async_wait_group<1>();
+    } else {
+      cp_async_wait_all();
+    }
     consumer_sync(c.n_threads);
     // 1. Scores, head-major: a warp's lanes share a head (q broadcast) and take consecutive keys;
     // item i is (head i / 64, key i % 64) whatever n, so no division sits on the chain.
@@ -848,7 +875,7 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
     // The next block restages ks, vs and rewrites ps, rs. After the last one nothing is
     // rewritten (the output reads only ms and ls, final since the softmax barrier), so a
     // one-block window keeps the single-block path's three barriers.
-    if (j0 + kAttnBlockKeys < kv_len) consumer_sync(c.n_threads);
+    if (b + 1 < n_blocks) consumer_sync(c.n_threads);
   }
   mark_body_end(c);
   // The output, from each thread's acc and the final m, l: into the output stage when the whole
