@@ -68,6 +68,11 @@ __device__ __forceinline__ uint32_t smem_address(const void* p) {
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;" ::: "memory");
 }
+// Waits until at most N of this thread's most recent cp.async groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
 __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_all;" ::: "memory");
 }
@@ -87,6 +92,18 @@ __device__ __forceinline__ float warp_rms_inv(const float* x, int hidden, float 
   float s = 0.0f;
   for (int j = lane; j < hidden; j += 32) s += x[j] * x[j];
   return rsqrtf(warp_sum(s) / float(hidden) + eps);
+}
+
+// a / b and a % b for 0 <= a < 2^12, 1 <= b <= 2^10 (strip, warp, row and head counts): one
+// reciprocal and a multiply instead of the ~25 dependent instructions of an integer division.
+// Exact: a / b is at least 1 / b away from the next integer, far more than the float error
+// at these magnitudes, and the +0.5 keeps exact quotients off the boundary.
+struct SmallDiv {
+  int q, r;
+};
+__device__ __forceinline__ SmallDiv small_divmod(int a, int b) {
+  const int q = __float2int_rz(__fdividef(float(a) + 0.5f, float(b)));
+  return {q, a - q * b};
 }
 
 }  // namespace amk::cuda

@@ -56,6 +56,7 @@
 #include "vm/cuda/ops/scratch.h"
 #include "vm/cuda/primitives.cuh"
 #include "vm/cuda/sync.cuh"
+#include "vm/cuda/weight_ring.cuh"
 
 namespace amk::cuda {
 
@@ -729,6 +730,11 @@ __device__ __forceinline__ float block_values(const float* ph, const T* vd, int 
     else return vd[j * stride];
   };
   float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (n == kAttnBlockKeys) {  // a full block: a fixed trip count, so the loads issue ahead
+#pragma unroll 16
+    for (int j = 0; j < kAttnBlockKeys; ++j) part[j & 3] = fmaf(ph[j], at(j), part[j & 3]);
+    return (part[0] + part[1]) + (part[2] + part[3]);
+  }
   int j = 0;
   for (; j + 4 <= n; j += 4) {
 #pragma unroll
@@ -750,6 +756,7 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
   uint4* ks = reinterpret_cast<uint4*>(c.scratch);   // [64][GDV], vectors swizzled
   uint4* vs = ks + kAttnBlockKeys * GDV;              // [64][GDV]
   float* qs = reinterpret_cast<float*>(vs + kAttnBlockKeys * GDV);  // [H][D]
+  // (ks, vs then point at the block's pair of stages: the first, or the second after rs.)
   float* ps = qs + H * D;                            // [H][kAttnBlockKeys]
   float* ms = ps + H * kAttnBlockKeys;               // [H] running max
   float* ls = ms + H;                                // [H] running sum of p
@@ -759,36 +766,75 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
   if (!q_shared)
     for (int i = c.tid; i < H * D / 4; i += c.n_threads)
       cp_async16(smem_address(qs + 4 * i), a.q + 4 * i);
+  __builtin_assume(__isShared(q));  // either way: shared-memory loads, not generic ones
   for (int h = c.tid; h < H; h += c.n_threads) {
     ms[h] = neg_inf();
     ls[h] = 0.0f;
   }
   const int warp = c.tid >> 5, lane = c.tid & 31, n_warps = c.n_threads >> 5;
   float acc[kAttnBlockItems];
+  // This thread's (head, dim) items: the head (-1: none) and the item's column of a V row
+  // (g D + d), worked out once for every block.
+  int item_h[kAttnBlockItems], item_v[kAttnBlockItems];
 #pragma unroll
-  for (int t = 0; t < kAttnBlockItems; ++t) acc[t] = 0.0f;
+  for (int t = 0; t < kAttnBlockItems; ++t) {
+    acc[t] = 0.0f;
+    const int i = c.tid + t * c.n_threads;
+    const SmallDiv hd = small_divmod(i, D);  // i < H D <= kAttnBlockItems * threads <= 2^12
+    item_h[t] = i < H * D ? hd.q : -1;
+    item_v[t] = small_divmod(hd.q, R).q * D + hd.r;
+  }
   const int64_t kv_len = a.kv_len;
   const T* kc = reinterpret_cast<const T*>(a.k);
   const T* vc = reinterpret_cast<const T*>(a.v);
-  // One pass for an empty window too: it writes the empty result (acc 0, m -inf, l 0).
-  for (int64_t j0 = 0; j0 == 0 || j0 < kv_len; j0 += kAttnBlockKeys) {
+  // A window of several blocks stages block b + 1 while block b computes when the scratch holds a
+  // second pair of stages (after rs, 16-byte aligned): one staging round trip per window
+  // instead of one per block.
+  const int64_t n_blocks = kv_len > 0 ? (kv_len + kAttnBlockKeys - 1) / kAttnBlockKeys : 1;
+  const int64_t second = (attention_block_floats(a) + 3) / 4 * 4;  // floats: the second pair
+  const bool two = n_blocks > 1 &&
+                   (second + 2 * kAttnBlockKeys * int64_t(GDV) * 4) * 4 <= c.scratch_bytes;
+  uint4* const ks0 = ks;
+  uint4* const ks1 = reinterpret_cast<uint4*>(c.scratch + second);
+  // (A pair's V follows its K.) Block b's rows into [key][G D] (each KV head's keys are one
+  // contiguous run of the cache), K's vectors swizzled by (key & 7); one cp.async group.
+  const auto stage_block = [&](int64_t b, uint4* kd) {
+    const int64_t j0 = b * kAttnBlockKeys;
     const int n = int(kv_len - j0 < kAttnBlockKeys ? kv_len - j0 : kAttnBlockKeys);
-    // 0. Stage the block's rows into [key][G D]: each KV head's keys are one contiguous run of
-    // the cache. The previous block's readers are past the barrier that ended it.
     const T* k0 = kc + (a.kv_start + j0) * a.kv_stride;
     const T* v0 = vc + (a.kv_start + j0) * a.kv_stride;
+    uint4* vd = kd + kAttnBlockKeys * GDV;
     for (int i = c.tid; i < n * GDV; i += c.n_threads) {
       const int j = i / GDV, v = i - j * GDV, g = v / DV;
       const int64_t from = g * a.kv_head_stride + j * D + VE * (v - g * DV);
-      cp_async16(smem_address(ks + j * GDV + (v ^ (j & 7))), k0 + from);
-      cp_async16(smem_address(vs + i), v0 + from);
+      cp_async16(smem_address(kd + j * GDV + (v ^ (j & 7))), k0 + from);
+      cp_async16(smem_address(vd + i), v0 + from);
     }
     cp_async_commit();
-    cp_async_wait_all();
+  };
+  // One pass for an empty window too: it writes the empty result (acc 0, m -inf, l 0).
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const int64_t j0 = b * kAttnBlockKeys;
+    const int n = int(kv_len - j0 < kAttnBlockKeys ? kv_len - j0 : kAttnBlockKeys);
+    ks = two && (b & 1) ? ks1 : ks0;
+    vs = ks + kAttnBlockKeys * GDV;
+    // 0. This block's rows (one pair: staged here; two: block 0 here, each next block one
+    // iteration ahead into the other pair), then the wait for them. The previous readers of the
+    // pair restaged here are past the barrier that ended their block.
+    if (b == 0 || !two) stage_block(b, ks);
+    if (two && b + 1 < n_blocks) {
+      stage_block(b + 1, ks == ks0 ? ks1 : ks0);
+      cp_async_wait_group<1>();
+    } else {
+      cp_async_wait_all();
+    }
     consumer_sync(c.n_threads);
-    // 1. Scores, head-major: a warp's lanes share a head (q broadcast) and take consecutive keys.
-    for (int i = c.tid; i < H * n; i += c.n_threads) {
-      const int h = i / n, j = i - h * n, g = h / R;
+    // 1. Scores, head-major: a warp's lanes share a head (q broadcast) and take consecutive keys;
+    // item i is (head i / 64, key i % 64) whatever n, so no division sits on the chain.
+    static_assert(kAttnBlockKeys == 64, "the items below index keys by shifts");
+    for (int i = c.tid; i < H * kAttnBlockKeys; i += c.n_threads) {
+      const int h = i >> 6, j = i & 63, g = small_divmod(h, R).q;
+      if (j >= n) continue;
       const uint4* kj = ks + j * GDV;
       ps[h * kAttnBlockKeys + j] = block_score<BF16>(q + h * D, kj, g * DV, j & 7, D) * a.scale;
     }
@@ -822,36 +868,48 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
     // 3. Values: thread (h, d) folds sum_j p[h][j] v[j][g D + d] into its acc.
 #pragma unroll
     for (int t = 0; t < kAttnBlockItems; ++t) {
-      const int i = c.tid + t * c.n_threads;
-      if (i >= H * D) break;
-      const int h = i / D, d = i - h * D, g = h / R;
-      const float* ph = ps + h * kAttnBlockKeys;
-      acc[t] = rs[h] * acc[t] + block_values(ph, reinterpret_cast<const T*>(vs) + g * D + d, G * D, n);
+      if (item_h[t] < 0) break;
+      const float* ph = ps + item_h[t] * kAttnBlockKeys;
+      acc[t] = rs[item_h[t]] * acc[t] + block_values(ph, reinterpret_cast<const T*>(vs) + item_v[t], G * D, n);
     }
     // The next block restages ks, vs and rewrites ps, rs. After the last one nothing is
     // rewritten (the output reads only ms and ls, final since the softmax barrier), so a
     // one-block window keeps the single-block path's three barriers.
-    if (j0 + kAttnBlockKeys < kv_len) consumer_sync(c.n_threads);
+    if (b + 1 < n_blocks) consumer_sync(c.n_threads);
   }
   mark_body_end(c);
-  // The output, from each thread's acc and the final m, l.
+  // The output, from each thread's acc and the final m, l: into the output stage when the whole
+  // output is one 16-byte-aligned run that fits it, so the signal is a bulk store and a relaxed
+  // count (sync.cuh OutStage: no release waiting for the ring's copies in flight), else global
+  // memory and a release.
   float* out = a.out;
   const int width = a.partial ? D + 2 : D;
+  OutStage* stage = c.ring != nullptr ? ring_out_stage(c.ring) : nullptr;
+  const uint32_t bytes = uint32_t(H * width) * 4u;
+  const bool staged =
+      stage != nullptr && output_stage_fits(reinterpret_cast<uintptr_t>(out), bytes);
+  float* dst = staged ? reinterpret_cast<float*>(stage->data()) : out;
 #pragma unroll
   for (int t = 0; t < kAttnBlockItems; ++t) {
-    const int i = c.tid + t * c.n_threads;
-    if (i >= H * D) break;
-    const int h = i / D, d = i - h * D;
+    if (item_h[t] < 0) break;
+    const int h = item_h[t], d = c.tid + t * c.n_threads - h * D;
     const float l = ls[h];
     if (a.partial) {
-      out[h * width + d] = acc[t];
+      dst[h * width + d] = acc[t];
       if (d == 0) {
-        out[h * width + D] = ms[h];
-        out[h * width + D + 1] = l;
+        dst[h * width + D] = ms[h];
+        dst[h * width + D + 1] = l;
       }
     } else {
       // An empty window leaves acc = 0, l = 0: attention over nothing is 0.
-      out[h * width + d] = acc[t] * (l > 0.0f ? 1.0f / l : 0.0f);
+      dst[h * width + d] = acc[t] * (l > 0.0f ? 1.0f / l : 0.0f);
+    }
+  }
+  if (staged) {
+    fence_proxy_async_shared();  // this thread's staged outputs, visible to the bulk copy
+    if (c.tid == 0) {
+      stage->dst = out;
+      stage->bytes = bytes;
     }
   }
 }
@@ -981,6 +1039,7 @@ inline constexpr int32_t kAttnRopeTable = AMK_ATTN_FLAG_ROPE_TABLE;
 // record and constant operands).
 struct RopeKvOperands {
   int first = 0;
+  bool async_rows = false;  // q, k, v rows F32 and 16-byte aligned: staged by cp.async
   const amk_buffer_t* q_norm = nullptr;
   const amk_buffer_t* k_norm = nullptr;
   const amk_buffer_t* inv_freq = nullptr;
@@ -994,19 +1053,22 @@ __device__ __forceinline__ RopeKvBuffers rope_kv_buffers(const OpContext& c) {
   return {in_buf(c, 0), in_buf(c, 1), in_buf(c, 2), out_buf(c, 1), out_buf(c, 2)};
 }
 inline constexpr int kRopeKvFail = AMK_OP_ROPE_KV_ATTENTION_TILE * 16;  // op_fail code base
-// The scratch of the prologue: [q_s][cos | sin: head_dim doubles][k_s].
+// The scratch of the prologue: [q_s][cos | sin: head_dim doubles][k_s][v_s].
 struct RopeKvScratch {
   float* q_s;
   double* cos_t;
   double* sin_t;
   float* k_s;
+  float* v_s;
 };
-__device__ __forceinline__ RopeKvScratch rope_kv_scratch(const OpContext& c, int count, int D) {
+__device__ __forceinline__ RopeKvScratch rope_kv_scratch(const OpContext& c, int count, int kvc,
+                                                         int D) {
   RopeKvScratch r;
   r.q_s = c.scratch;
   r.cos_t = reinterpret_cast<double*>(c.scratch + (int64_t(count) * D + 3) / 4 * 4);
   r.sin_t = r.cos_t + D / 2;
   r.k_s = reinterpret_cast<float*>(r.sin_t + D / 2);
+  r.v_s = r.k_s + (int64_t(kvc) * D + 3) / 4 * 4;
   return r;
 }
 
@@ -1048,12 +1110,41 @@ __device__ inline bool rope_kv_check(const OpContext& c, AttentionShape& a, Rope
     op_fail(c, kRopeKvFail + 7);
     return false;
   }
+  // The rows by cp.async (every copy in flight at once, beside the step position's read) where
+  // they are F32 and 16-byte aligned at the task's first head; otherwise by loads.
+  const int kv0 = o.first / (p.n_heads / p.n_kv_heads);
+  o.async_rows = q.dtype == AMK_DTYPE_F32 && k.dtype == AMK_DTYPE_F32 &&
+                 v.dtype == AMK_DTYPE_F32 && D % 4 == 0 &&
+                 is_aligned16(static_cast<const float*>(q.ptr) + int64_t(o.first) * D) &&
+                 is_aligned16(static_cast<const float*>(k.ptr) + int64_t(kv0) * D) &&
+                 is_aligned16(static_cast<const float*>(v.ptr) + int64_t(kv0) * D);
   // The previous task of this CTA is past its end barrier, so the scratch is free already.
-  const RopeKvScratch sc = rope_kv_scratch(c, a.n_heads, D);
+  const RopeKvScratch sc = rope_kv_scratch(c, a.n_heads, a.n_kv_heads, D);
   // A non-finite table entry is seen by the threads that read it only: they flag the error
   // and the task still passes its gate on every thread (the end-of-task vote leaves).
   if (!rope_inv_freqs(c, o.inv_freq, p.theta, half, sc.cos_t)) op_fail(c, kRopeKvFail + 6);
   return true;
+}
+
+// Right after the gate, before the step position is read: the rows' copies (async_rows), so
+// that the position's round trip and theirs overlap.
+__device__ __forceinline__ void rope_kv_issue_rows(const OpContext& c, const AttentionShape& a,
+                                                   const RopeKvOperands& o) {
+  if (!o.async_rows) return;
+  const auto [q, k, v, kc, vc] = rope_kv_buffers(c);
+  const int D = a.head_dim, count = a.n_heads, kvc = a.n_kv_heads;
+  const int kv0 = o.first / (c.inst->params.n_heads / c.inst->params.n_kv_heads);
+  const RopeKvScratch sc = rope_kv_scratch(c, count, kvc, D);
+  const float* q_src = static_cast<const float*>(q.ptr) + int64_t(o.first) * D;
+  const float* k_src = static_cast<const float*>(k.ptr) + int64_t(kv0) * D;
+  const float* v_src = static_cast<const float*>(v.ptr) + int64_t(kv0) * D;
+  for (int i = c.tid; i < count * D / 4; i += c.n_threads)
+    cp_async16(smem_address(sc.q_s + 4 * i), q_src + 4 * i);
+  for (int i = c.tid; i < kvc * D / 4; i += c.n_threads) {
+    cp_async16(smem_address(sc.k_s + 4 * i), k_src + 4 * i);
+    cp_async16(smem_address(sc.v_s + 4 * i), v_src + 4 * i);
+  }
+  cp_async_commit();
 }
 
 // After the gate (steps 1-4): q (and, for the task whose window holds the step's position, the
@@ -1066,7 +1157,7 @@ __device__ inline bool rope_kv_prologue(const OpContext& c, AttentionShape& a, O
   const bool norm = o.q_norm != nullptr;
   const int D = a.head_dim, half = D / 2, count = a.n_heads, kvc = a.n_kv_heads;
   const int rep = p.n_heads / p.n_kv_heads, kv0 = o.first / rep;
-  const RopeKvScratch sc = rope_kv_scratch(c, count, D);
+  const RopeKvScratch sc = rope_kv_scratch(c, count, kvc, D);
   float* q_s = sc.q_s;
   float* k_s = sc.k_s;
   const int64_t pos = c.pos;
@@ -1077,11 +1168,14 @@ __device__ inline bool rope_kv_prologue(const OpContext& c, AttentionShape& a, O
   }
   const int rows = count + (append ? kvc : 0);  // q heads, then (appending) the KV heads
 
-  // 1. The rows and the angles: every load issued before any is used.
-  for (int e = c.tid; e < count * D; e += c.n_threads) q_s[e] = load_f(q, int64_t(o.first) * D + e);
-  if (append)
-    for (int e = c.tid; e < kvc * D; e += c.n_threads) k_s[e] = load_f(k, int64_t(kv0) * D + e);
+  // 1. The rows (already in flight with async_rows) and the angles.
+  if (!o.async_rows) {
+    for (int e = c.tid; e < count * D; e += c.n_threads) q_s[e] = load_f(q, int64_t(o.first) * D + e);
+    if (append)
+      for (int e = c.tid; e < kvc * D; e += c.n_threads) k_s[e] = load_f(k, int64_t(kv0) * D + e);
+  }
   rope_angles_at(c, float(pos), half, sc.cos_t, sc.sin_t);
+  if (o.async_rows) cp_async_wait_all();
   consumer_sync(c.n_threads);
   // 2. Per-head RMSNORM (Qwen3's q_norm / k_norm): one warp a row.
   if (norm) {
@@ -1110,7 +1204,7 @@ __device__ inline bool rope_kv_prologue(const OpContext& c, AttentionShape& a, O
       const int g = e / D;
       const int64_t at = row + g * a.kv_head_stride + (e - g * D);
       store_f(kc, at, k_s[e]);
-      store_f(vc, at, load_f(v, int64_t(kv0) * D + e));
+      store_f(vc, at, o.async_rows ? sc.v_s[e] : load_f(v, int64_t(kv0) * D + e));
     }
     __threadfence_block();  // the attention below reads these rows back
   }
@@ -1134,6 +1228,7 @@ __device__ inline void op_attention_tiles(const OpContext& c0, Gate&& pass_gate)
   const bool rope = c0.inst->op == AMK_OP_ROPE_KV_ATTENTION_TILE;
   const bool ok = rope ? rope_kv_check(c0, a, o) : attention_tile_operands(c0, a);
   if (!ok || !pass_gate()) return;
+  if (rope) rope_kv_issue_rows(c0, a, o);
   OpContext c = c0;
   c.pos = step_position(*c.prog);  // the previous step's sink wrote it: after the gate
   if (const int err = attention_window(c.inst->params, a, c.pos)) {

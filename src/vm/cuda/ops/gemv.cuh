@@ -510,18 +510,6 @@ __device__ __forceinline__ float warp_sum8(float (&v)[8], int lane) {
   return s;
 }
 
-// a / b and a % b for 0 <= a < 2^12, 1 <= b <= 2^10 (strip, warp and row counts): one
-// reciprocal and a multiply instead of the ~25 dependent instructions of an integer division.
-// Exact: a / b is at least 1 / b away from the next integer, far more than the float error
-// at these magnitudes, and the +0.5 keeps exact quotients off the boundary.
-struct SmallDiv {
-  int q, r;
-};
-__device__ __forceinline__ SmallDiv small_divmod(int a, int b) {
-  const int q = __float2int_rz(__fdividef(float(a) + 0.5f, float(b)));
-  return {q, a - q * b};
-}
-
 // The period of warp w's segments (see above, gemv_strips.h), or 0 when x should come from
 // shared memory.
 __device__ __forceinline__ int strip_period(int S, int n_warps, bool bf16) {

@@ -35,10 +35,10 @@ constexpr int round_up16(int bytes) { return (bytes + 15) / 16 * 16; }
 constexpr int rope_scratch_bytes(int head_dim) { return head_dim * 8; }
 
 // ROPE_KV_ATTENTION_TILE's prologue, in floats, before ATTENTION_TILE's scratch: the task's
-// query heads, a cos and a sin (double) per rotated pair, its KV heads' new row; each part a
-// multiple of 4 floats so the next stays 16-byte aligned.
+// query heads, a cos and a sin (double) per rotated pair, its KV heads' new k row and v row;
+// each part a multiple of 4 floats so the next stays 16-byte aligned.
 constexpr int rope_kv_prologue_floats(int q_heads, int kv_heads, int head_dim) {
-  return (q_heads * head_dim + 3) / 4 * 4 + 2 * head_dim + (kv_heads * head_dim + 3) / 4 * 4;
+  return (q_heads * head_dim + 3) / 4 * 4 + 2 * head_dim + 2 * ((kv_heads * head_dim + 3) / 4 * 4);
 }
 
 // ATTENTION_TILE's optional scratch. For head_dim % 4 == 0 (16-byte rows) the decode fast path
