@@ -66,6 +66,13 @@ struct SimConstants {
   // task_fixed_us: a 6-15-row tile of smollm2-135m measured ~1.3 µs of epilogue where the 1B's
   // 16-124-row tiles took ~2.1-2.3 (bench/RESULTS.md, eighteenth session). 0: no such term.
   double epilogue_us_per_row = 0.0;
+  // The work a GEMV-family or attention task does before its gate (operand checks, the strip
+  // plan, RoPE's frequencies: megakernel.cu runs it ahead of the waits so that it overlaps
+  // them): its op begins no sooner than this after its wait began, even where the waits were
+  // met before it looked. The 1B's profiles put a second q/k/v, gate/up or down tile on an SM
+  // at ~1.9-2.4 µs from its wait's begin to its op's with its inputs long there (bench/RESULTS.md,
+  // twenty-sixth session). 0: no such floor.
+  double gate_us = 0.0;
   // Set, not fitted: 1 where the kernel signals a GEMV-family tile whose outputs are whole
   // 16-byte words at a 16-byte offset (vm/cuda/megakernel_layout.h output_stage_fits) by bulk
   // store and a relaxed count (the megakernel since 2026-11-27, bench/RESULTS.md twenty-third

@@ -281,6 +281,9 @@ class Engine {
       s.seen_counter = last_counter;
       s.seen_count = last_count;
     }
+    // The work before the gate overlaps the waits; met waits do not hide it.
+    if (t.kind == TaskKind::Stream || t.kind == TaskKind::Attention)
+      ready = std::max(ready, wait_begin_abs_[size_t(ti)] + c_.gate_us);
     s.phase = Phase::Waiting;
     s.phase_end = ready;
   }
