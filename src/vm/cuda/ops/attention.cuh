@@ -1039,6 +1039,7 @@ inline constexpr int32_t kAttnRopeTable = AMK_ATTN_FLAG_ROPE_TABLE;
 // record and constant operands).
 struct RopeKvOperands {
   int first = 0;
+  int kv0 = 0;              // the first KV head: first / (n_heads / n_kv_heads)
   bool async_rows = false;  // q, k, v rows F32 and 16-byte aligned: staged by cp.async
   const amk_buffer_t* q_norm = nullptr;
   const amk_buffer_t* k_norm = nullptr;
@@ -1112,7 +1113,7 @@ __device__ inline bool rope_kv_check(const OpContext& c, AttentionShape& a, Rope
   }
   // The rows by cp.async (every copy in flight at once, beside the step position's read) where
   // they are F32 and 16-byte aligned at the task's first head; otherwise by loads.
-  const int kv0 = o.first / (p.n_heads / p.n_kv_heads);
+  const int kv0 = o.kv0 = o.first / (p.n_heads / p.n_kv_heads);
   o.async_rows = q.dtype == AMK_DTYPE_F32 && k.dtype == AMK_DTYPE_F32 &&
                  v.dtype == AMK_DTYPE_F32 && D % 4 == 0 &&
                  is_aligned16(static_cast<const float*>(q.ptr) + int64_t(o.first) * D) &&
@@ -1133,7 +1134,7 @@ __device__ __forceinline__ void rope_kv_issue_rows(const OpContext& c, const Att
   if (!o.async_rows) return;
   const auto [q, k, v, kc, vc] = rope_kv_buffers(c);
   const int D = a.head_dim, count = a.n_heads, kvc = a.n_kv_heads;
-  const int kv0 = o.first / (c.inst->params.n_heads / c.inst->params.n_kv_heads);
+  const int kv0 = o.kv0;
   const RopeKvScratch sc = rope_kv_scratch(c, count, kvc, D);
   const float* q_src = static_cast<const float*>(q.ptr) + int64_t(o.first) * D;
   const float* k_src = static_cast<const float*>(k.ptr) + int64_t(kv0) * D;
@@ -1156,7 +1157,7 @@ __device__ inline bool rope_kv_prologue(const OpContext& c, AttentionShape& a, O
   const auto [q, k, v, kc, vc] = rope_kv_buffers(c);
   const bool norm = o.q_norm != nullptr;
   const int D = a.head_dim, half = D / 2, count = a.n_heads, kvc = a.n_kv_heads;
-  const int rep = p.n_heads / p.n_kv_heads, kv0 = o.first / rep;
+  const int kv0 = o.kv0;
   const RopeKvScratch sc = rope_kv_scratch(c, count, kvc, D);
   float* q_s = sc.q_s;
   float* k_s = sc.k_s;
