@@ -45,7 +45,7 @@ void expect_projection_tiles(const ScheduleConfig& c, const std::array<int64_t, 
 // ceil(16384 / 132) = 125 rows a SM -> GLU tiles of ceil(125 / 2) = 63 -> 64 features (128 rows:
 // 128 tiles), up_proj absent (the GLU tiles are gate_proj's); o/down 2048 -> 16; lm_head
 // min(ceil(128256 / 132) = 972, 32 KiB of partials / (4 bytes x 8 strips of a 4 KiB row) = 1024)
-// = 972; argmax 972 (a multiple of 4); 512 keys -> 8 blocks of 64.
+// = 972; argmax 972 (a multiple of 4); 512 keys -> 8 blocks of 64 (64 tasks: they fit).
 TEST(DefaultScheduleConfig, Llama32_1bOnH100) {
   const ScheduleConfig c = default_schedule_config(preset("llama-3.2-1b"), h100(), 512);
   expect_projection_tiles(c, {24, 24, 24, 16, 64, -1, 16});
@@ -58,11 +58,19 @@ TEST(DefaultScheduleConfig, Llama32_1bOnH100) {
   EXPECT_EQ(c.fusion_grouping, groups);
   EXPECT_EQ(c.stream_bytes_in_flight, 65536);
   EXPECT_EQ(c.stream_prefetch_bytes_in_flight, 32768);
-  // A long context doubles the block until the combine's 8 inputs cover it; a one-block
-  // context is not split.
-  EXPECT_EQ(n_tile(default_schedule_config(preset("llama-3.2-1b"), h100(), 4096), "attention",
+  // A long context doubles the block until the level's tasks (8 KV heads x blocks) fit the 132
+  // SMs one each: 1,024 keys -> 16 blocks of 64 (128 tasks), 2,048 -> 16 of 128, 4,096 -> 16 of
+  // 256, 8,192 -> 16 of 512; a model with fewer KV heads keeps shorter blocks (smollm2-135m's 3:
+  // 4,096 -> 32 blocks of 128, 96 tasks); a one-block context is not split.
+  for (const auto& [context, block] :
+       std::vector<std::pair<int64_t, int64_t>>{{1024, 64}, {2048, 128}, {4096, 256}, {8192, 512}})
+    EXPECT_EQ(n_tile(default_schedule_config(preset("llama-3.2-1b"), h100(), context),
+                     "attention", "kv_block"),
+              block)
+        << context;
+  EXPECT_EQ(n_tile(default_schedule_config(preset("smollm2-135m"), h100(), 4096), "attention",
                    "kv_block"),
-            512);
+            128);
   EXPECT_EQ(n_tile(default_schedule_config(preset("llama-3.2-1b"), h100(), 64), "attention",
                    "kv_block"),
             -1);

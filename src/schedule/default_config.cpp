@@ -82,14 +82,21 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
       // One partial argmax per SM, slices of a multiple of 4 logits (16-byte loads).
       {"sample_argmax", {{"N_tile", ceil_div(per_sm(m.vocab_size), 4) * 4}}},
   };
-  // Split-KV blocks of 64 keys (doubled until at most 8 blocks: one ATTENTION_COMBINE merges
-  // them), each KV head its own task; a context of one block stays one task per layer. Up to
-  // kMaxKvBlocks blocks lower too, through a two-level combine tree, but the tree's second level
-  // costs more than the shorter walks save: at a 4,096 context on the H100, 512-key blocks (8)
-  // 1776 µs/token, 256 (16) +7.9 %, 128 (32) +7.1 %, 64 (64) +15 % (bench/RESULTS.md, tenth
-  // session). (attention_block walks a long block 64 keys at a time either way.)
+  // Split-KV blocks of 64 keys, each KV head its own task, the blocks doubled until the level's
+  // tasks (KV heads x blocks) take one SM each: the level lasts one task's walk, and a task's walk
+  // is dependent compute (~2.2 µs a 64-key block), so two on an SM double it. More than 8 blocks
+  // merge through a two-level combine tree (kMaxKvBlocks at most), whose second level costs less
+  // than the shorter walks save now that the blocks come first in the list (lower.cpp): llama-3.2-1b
+  // at a 4,096 context on the H100, 256-key blocks (128 tasks, tree) 1297 µs/token against 512
+  // (64 tasks) 1356 and 128 (256 tasks) 1402 (bench/RESULTS.md, twenty-seventh session). A
+  // context of one block stays one task per layer.
+  const int64_t kv_heads = std::max<int64_t>(
+      1, m.num_key_value_heads > 0 ? m.num_key_value_heads : m.num_attention_heads);
   int64_t kv_block = 64;
-  while (ceil_div(max_context, kv_block) > 8) kv_block *= 2;
+  while (ceil_div(max_context, kv_block) > kMaxKvBlocks ||
+         (ceil_div(max_context, kv_block) > kMaxInputs &&
+          kv_heads * ceil_div(max_context, kv_block) > sms))
+    kv_block *= 2;
   if (ceil_div(max_context, kv_block) >= 2)
     c.tiling.push_back({"attention", {{"kv_block", kv_block}, {"kv_heads", 1}}});
   // [gemv, silu_mul] takes the SiLU out of down_proj's prologue (two vectors of intermediate

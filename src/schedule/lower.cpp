@@ -460,21 +460,26 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
       const bool tree = n_blocks > kMaxInputs;
       const int64_t n_runs = (n_blocks + kMaxInputs - 1) / kMaxInputs;
       const int64_t run_blocks = (n_blocks + n_runs - 1) / n_runs;
+      // Three passes: every group's block tasks, then the runs' merges, then the combines. The
+      // list order is each SM's queue order and round_robin deals the list out in order, so the
+      // level's block tasks take consecutive SMs, one each while they fit (interleaved with the
+      // merges, 128 blocks and 16 merges wrapped past 132 SMs and put two 30 µs blocks on one
+      // SM, back to back, at a 4,096 context).
+      const auto group_of = [&](int64_t gi) { return by_head ? fmt::format("[h{}]", gi) : ""; };
+      const auto head_tag = [&](int64_t gi) { return by_head ? fmt::format("_h{}", gi) : ""; };
+      // runs[gi][run]: the run's block partials.
+      std::vector<std::vector<std::vector<int64_t>>> runs(static_cast<size_t>(n_groups));
       for (int64_t gi = 0; gi < n_groups; ++gi) {
-        const std::string group = by_head ? fmt::format("[h{}]", gi) : "";
-        const std::string head_tag = by_head ? fmt::format("_h{}", gi) : "";
-        const int64_t merge_counter =
-            tree ? g.shared_counter(ap + "attention partial merges" + group) : -1;
-        std::vector<int64_t> partials;  // what the group's last combine merges
+        const std::string group = group_of(gi);
         for (int64_t b0 = 0; b0 < n_blocks; b0 += run_blocks) {
           const int64_t run = b0 / run_blocks, b1 = std::min(n_blocks, b0 + run_blocks);
           const int64_t counter = g.shared_counter(
               ap + "attention partials" + group + (tree ? fmt::format("[run{}]", run) : ""));
-          std::vector<int64_t> run_parts;
+          std::vector<int64_t>& run_parts = runs[size_t(gi)].emplace_back();
           for (int64_t b = b0; b < b1; ++b) {
             const int64_t start = b * B, len = std::min(B, C - start);
             const int64_t part =
-                g.act(fmt::format("{}attn{}_part{}", ap, head_tag, b), {group_heads, HD + 2});
+                g.act(fmt::format("{}attn{}_part{}", ap, head_tag(gi), b), {group_heads, HD + 2});
             Params params =
                 attn_params(start, len, attention_flags::kPartial | attention_flags::kRuntimeWindow);
             if (by_head) {
@@ -487,29 +492,40 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
             run_parts.push_back(part);
           }
           for (int64_t part : run_parts) g.mark_ready(part, Wait{counter, b1 - b0});
-          if (!tree) {
-            partials = run_parts;
-            continue;
-          }
-          const int64_t merged =
-              g.act(fmt::format("{}attn{}_merge{}", ap, head_tag, run), {group_heads, HD + 2});
+        }
+      }
+      // What each group's last combine merges: its blocks' partials, or its runs' merges.
+      std::vector<std::vector<int64_t>> partials(static_cast<size_t>(n_groups));
+      for (int64_t gi = 0; gi < n_groups; ++gi) {
+        if (!tree) {
+          partials[size_t(gi)] = runs[size_t(gi)].front();
+          continue;
+        }
+        const std::string group = group_of(gi);
+        const int64_t merge_counter = g.shared_counter(ap + "attention partial merges" + group);
+        for (size_t run = 0; run < runs[size_t(gi)].size(); ++run) {
+          const std::vector<int64_t>& run_parts = runs[size_t(gi)][run];
+          const int64_t merged = g.act(fmt::format("{}attn{}_merge{}", ap, head_tag(gi), run),
+                                       {group_heads, HD + 2});
           g.shared_task(Op::ATTENTION_COMBINE, run_parts, merged, merge_counter,
                         ints({{"head_dim", HD}, {"flags", attention_flags::kPartial}}),
                         fmt::format("{}attention_merge{}[run{}]", ap, group, run), 0,
-                        4 * QD * (b1 - b0) / n_groups);
-          partials.push_back(merged);
+                        4 * QD * int64_t(run_parts.size()) / n_groups);
+          partials[size_t(gi)].push_back(merged);
         }
-        if (tree)
-          for (int64_t merged : partials)
-            g.mark_ready(merged, Wait{merge_counter, int64_t(partials.size())});
+        for (int64_t merged : partials[size_t(gi)])
+          g.mark_ready(merged, Wait{merge_counter, int64_t(partials[size_t(gi)].size())});
+      }
+      for (int64_t gi = 0; gi < n_groups; ++gi) {
+        const std::vector<int64_t>& parts = partials[size_t(gi)];
         if (by_head) {
-          g.shared_task(Op::ATTENTION_COMBINE, partials, attn,  attn_counter,
+          g.shared_task(Op::ATTENTION_COMBINE, parts, attn, attn_counter,
                         ints({{"head_dim", HD}, {"n_off", gi * group_heads}, {"N_tile", group_heads}}),
-                        ap + "attention_combine" + group, 0,
-                        4 * QD * int64_t(partials.size()) / n_groups);
+                        ap + "attention_combine" + group_of(gi), 0,
+                        4 * QD * int64_t(parts.size()) / n_groups);
         } else {
-          g.task(Op::ATTENTION_COMBINE, partials, attn, ints({{"head_dim", HD}, {"n_heads", NH}}),
-                 ap + "attention_combine", 0, 4 * QD * int64_t(partials.size()));
+          g.task(Op::ATTENTION_COMBINE, parts, attn, ints({{"head_dim", HD}, {"n_heads", NH}}),
+                 ap + "attention_combine", 0, 4 * QD * int64_t(parts.size()));
         }
       }
       if (by_head) g.mark_ready(attn, Wait{attn_counter, n_groups});
