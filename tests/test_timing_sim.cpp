@@ -120,6 +120,33 @@ TEST(TimingSim, AGemvTilesWorkBeforeItsGateOverlapsItsWaitsButMetWaitsDoNotHideI
   EXPECT_NEAR(double(run(q, c).stamps[0].op_begin) / 1e3, 0.0, 2e-3);
 }
 
+TEST(TimingSim, AProducerThatRestartsAfterIdlingWaitsACopyLatencyForItsFirstBytes) {
+  // One SM, two 1 MiB tiles, a copy latency of 1 µs. The first tile's first bytes land a
+  // latency after its producer starts; with depth 1 the second tile's copies follow the first's
+  // without a gap (no second start), with depth 0 they start only when the second tile's gate
+  // passes (after the first's epilogue): a second latency on the chain.
+  SimConstants c = clean_constants();
+  c.copy_latency_us = 1.0;
+  c.stream_start_latencies = 1.0;
+  const int64_t bytes = 1 << 20;
+  const double body = double(bytes) / (c.per_sm_gbs * 1e3);
+  for (const int64_t depth : {1, 0}) {
+    Program p;
+    gemv(p, 0, bytes, {}, depth);
+    gemv(p, 0, bytes, {}, depth);
+    const SimResult r = run(p, c);
+    const double starts = depth == 0 ? 2.0 : 1.0;
+    const double expected = starts * c.copy_latency_us + 2 * (body + c.task_fixed_us);
+    EXPECT_NEAR(r.step_us, expected, 1e-3 * expected) << "depth " << depth;
+  }
+  // Off (0), the fluid lands its first bytes at once: depth 0 costs nothing here.
+  c.stream_start_latencies = 0;
+  Program p;
+  gemv(p, 0, bytes);
+  gemv(p, 0, bytes);
+  EXPECT_NEAR(run(p, c).step_us, 2 * (body + c.task_fixed_us), 1e-3);
+}
+
 // Clean constants whose epilogue pays 5 loaded trips behind the SM's own copies in flight.
 SimConstants loaded_epilogue_constants() {
   SimConstants c = clean_constants();

@@ -73,6 +73,13 @@ struct SimConstants {
   // at ~1.9-2.4 µs from its wait's begin to its op's with its inputs long there (bench/RESULTS.md,
   // twenty-sixth session). 0: no such floor.
   double gate_us = 0.0;
+  // A producer that starts fetching after it was idle (held by the pipelining depth, or by a
+  // full ring while its consumer waits) receives its first bytes this many copy latencies
+  // later: the stream is a fluid whose rate is bytes in flight over the latency, which alone
+  // lands the first bytes at once, so a depth of 0 (the copies of a tile issued only when its
+  // gate passes) cost ~nothing where the GPU measured +12 % (smollm2-135m), +16 % (qwen3-0.6b),
+  // +18 % (llama-3.2-1b). 0: no such delay.
+  double stream_start_latencies = 0.0;
   // Set, not fitted: 1 where the kernel signals a GEMV-family tile whose outputs are whole
   // 16-byte words at a 16-byte offset (vm/cuda/megakernel_layout.h output_stage_fits) by bulk
   // store and a relaxed count (the megakernel since 2026-11-27, bench/RESULTS.md twenty-third

@@ -32,7 +32,7 @@ const std::vector<std::string>& fitted_constant_names() {
       "copy_latency_us", "rtt_us",        "rtt_us_per_kib", "hop_trips",
       "prologue_trips",  "act_gbs",       "attn_fixed_us",  "attn_gbs",
       "strip_slow_factor", "epilogue_trips", "body_fixed_us", "arrive_us",
-      "epilogue_us_per_row", "gate_us"};
+      "epilogue_us_per_row", "gate_us", "stream_start_latencies"};
   return names;
 }
 
@@ -61,6 +61,7 @@ const double* constant_field(const SimConstants& c, const std::string& name) {
   if (name == "arrive_us") return &c.arrive_us;
   if (name == "epilogue_us_per_row") return &c.epilogue_us_per_row;
   if (name == "gate_us") return &c.gate_us;
+  if (name == "stream_start_latencies") return &c.stream_start_latencies;
   return nullptr;
 }
 
@@ -104,7 +105,8 @@ SimConstants constants_from_json(std::string_view text, std::string_view source)
   // These came later: a file without them keeps the defaults.
   static const std::set<std::string> kOptional{"strip_slow_factor", "epilogue_trips",
                                                "body_fixed_us", "arrive_us",
-                                               "epilogue_us_per_row", "gate_us"};
+                                               "epilogue_us_per_row", "gate_us",
+                                               "stream_start_latencies"};
   for (const std::string& name : fitted_constant_names())
     if (!k.contains(name) && !kOptional.contains(name))
       throw bad(fmt::format("constant \"{}\" is missing", name));

@@ -48,6 +48,10 @@ struct SmState {
   // This instant's rates (bytes/µs) and the producer's state.
   double fetch_rate = 0, consume_rate = 0, demand = 0, inflight = 0;
   bool consuming = false, starved = false, ring_full = false, fetching = false;
+  // A producer that restarts after it was idle (paced, or its ring full with no one eating)
+  // receives nothing until its first copies land: until fill_until.
+  bool was_fetching = false;
+  double fill_until = 0;
 };
 
 class Engine {
@@ -125,6 +129,8 @@ class Engine {
   double rtt() const { return c_.rtt_us + loaded(); }
   double hop() const { return c_.hop_us + c_.hop_trips * loaded(); }
   double copy_latency() const { return c_.copy_latency_us + slope_ * bytes_in_flight_; }
+  // Its copies are in flight (they count as bytes in flight) but none has landed yet.
+  bool filling(const SmState& s) const { return s.fill_until > now_ + kTimeEps; }
 
   void validate_inputs() {
     for (const char* name : {"per_sm_gbs", "act_gbs", "attn_gbs", "strip_slow_factor"}) {
@@ -387,6 +393,9 @@ class Engine {
           if (s.ring_full) s.inflight = std::min(s.inflight, drain_rate(slot) * c_.copy_latency_us);
         }
       }
+      if (s.fetching && !s.was_fetching)
+        s.fill_until = now_ + c_.stream_start_latencies * copy_latency();
+      s.was_fetching = s.fetching;
       inflight += s.inflight;
     }
     bytes_in_flight_ = inflight;
@@ -399,7 +408,7 @@ class Engine {
     for (size_t slot = 0; slot < sms_.size(); ++slot) {
       SmState& s = sms_[slot];
       s.demand = 0;
-      if (!s.fetching) continue;
+      if (!s.fetching || filling(s)) continue;
       double d = s.inflight / latency;
       if (s.ring_full) d = std::min(d, drain_rate(slot));
       s.demand = d;
@@ -423,7 +432,7 @@ class Engine {
     }
     for (size_t slot = 0; slot < sms_.size(); ++slot) {
       SmState& s = sms_[slot];
-      if (!s.fetching) s.fetch_rate = 0;
+      if (!s.fetching || filling(s)) s.fetch_rate = 0;
       s.consume_rate = 0;
       if (!s.consuming) continue;
       const double rate = drain_rate(slot);
@@ -459,6 +468,7 @@ class Engine {
         default:
           break;
       }
+      if (s.fetching && filling(s)) dt = std::min(dt, s.fill_until - now_);
       if (s.fetch_rate > 0) {
         dt = std::min(dt, (gemv_at(slot, s.fetch_task).weight_bytes - s.fetched) / s.fetch_rate);
         const double net = s.fetch_rate - s.consume_rate;
