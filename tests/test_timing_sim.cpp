@@ -147,6 +147,33 @@ TEST(TimingSim, AProducerThatRestartsAfterIdlingWaitsACopyLatencyForItsFirstByte
   EXPECT_NEAR(run(p, c).step_us, 2 * (body + c.task_fixed_us), 1e-3);
 }
 
+TEST(TimingSim, EveryOpSpreadsItsWorkOverTheBlocksWarps) {
+  // An ADD's prologue (its activation bytes) and an attention task's fixed compute take twice as
+  // long on 4 warps (128 threads) as on 8 (256, the default), and a GEMV tile's per-chunk cost
+  // too: qwen3-0.6b's profiles slowed every level on the chain with 6 warps instead of 8.
+  SimConstants c = clean_constants();
+  c.attn_fixed_us = 3.0;
+  auto step = [&](int64_t threads, bool attention) {
+    Program p;
+    if (attention) {
+      Task& t = p.add_task(Op::ATTENTION_TILE, {}, {}, p.new_counter(), {});
+      t.sm = 0;
+      t.label = "L0.attention";
+    } else {
+      other(p, 0, 2000);
+    }
+    ScheduleConfig config;
+    config.threads_per_block = threads;
+    p.config = config;
+    return run(p, c).step_us;
+  };
+  const double add_prologue = 2000.0 / (c.act_gbs * 1e3);
+  EXPECT_NEAR(step(256, false), add_prologue + c.task_fixed_us, 1e-6);
+  EXPECT_NEAR(step(128, false), 2 * add_prologue + c.task_fixed_us, 1e-6);
+  EXPECT_NEAR(step(256, true), c.attn_fixed_us + c.task_fixed_us, 1e-6);
+  EXPECT_NEAR(step(128, true), 2 * c.attn_fixed_us + c.task_fixed_us, 1e-6);
+}
+
 // Clean constants whose epilogue pays 5 loaded trips behind the SM's own copies in flight.
 SimConstants loaded_epilogue_constants() {
   SimConstants c = clean_constants();

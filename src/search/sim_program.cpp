@@ -114,6 +114,7 @@ Prepared prepare(const Program& program, const GpuTarget& target, const SimOptio
   for (size_t i = 0; i < program.tasks.size(); ++i) {
     const Task& t = program.tasks[i];
     SimTask s;
+    s.warp_scale = double(n_warps) / 8.0;  // every op spreads its work over the warps
     s.slot = slot_of.at(*t.sm);
     s.out_counter = counter(t.out_counter, t);
     ++p.counter_increment[size_t(s.out_counter)];
@@ -137,7 +138,6 @@ Prepared prepare(const Program& program, const GpuTarget& target, const SimOptio
           }
         }
       }
-      s.warp_scale = double(n_warps) / 8.0;
       s.out_rows = double(std::max<int64_t>(width, 0));
       // The output's element size: F32 (the lowering's activations) unless it says otherwise.
       int64_t out_elem = 4;

@@ -105,7 +105,7 @@ class Engine {
   // path) plus the chunk's fixed cost.
   double consumer_rate(const SimTask& t) const {
     const double compute = compute_gbs_ * t.warp_scale / (t.slow_strips ? c_.strip_slow_factor : 1.0);
-    return 1.0 / (1.0 / compute + c_.chunk_us / p_.chunk_bytes);
+    return 1.0 / (1.0 / compute + c_.chunk_us / (t.warp_scale * p_.chunk_bytes));
   }
   // The rate the SM's ring drains at: its consumer's current tile, else the next one it fetches.
   double drain_rate(size_t slot) const {
@@ -311,7 +311,7 @@ class Engine {
       s.x_key = -1;  // any other op may have used the op scratch
     }
     s.phase = Phase::Pre;
-    s.phase_end = now_ + c_.prologue_trips * (c_.rtt_us + loaded_sm(slot)) + act / act_rate_;
+    s.phase_end = now_ + c_.prologue_trips * (c_.rtt_us + loaded_sm(slot)) + act / (act_rate_ * t.warp_scale);
   }
 
   void begin_body(size_t slot) {
@@ -322,7 +322,7 @@ class Engine {
     s.phase = Phase::Body;
     s.consumed = 0;
     if (t.kind == TaskKind::Attention)
-      s.phase_end = now_ + c_.attn_fixed_us + t.kv_bytes / attn_rate_;
+      s.phase_end = now_ + c_.attn_fixed_us / t.warp_scale + t.kv_bytes / attn_rate_;
     else if (t.kind == TaskKind::Stream)
       s.phase_end = now_ + c_.body_fixed_us;  // rows flow after it; the body ends on its bytes
     else
