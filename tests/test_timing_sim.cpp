@@ -148,14 +148,20 @@ TEST(TimingSim, AProducerThatRestartsAfterIdlingWaitsACopyLatencyForItsFirstByte
 }
 
 TEST(TimingSim, EveryOpSpreadsItsWorkOverTheBlocksWarps) {
-  // An ADD's prologue (its activation bytes) and an attention task's fixed compute take twice as
-  // long on 4 warps (128 threads) as on 8 (256, the default), and a GEMV tile's per-chunk cost
-  // too: qwen3-0.6b's profiles slowed every level on the chain with 6 warps instead of 8.
+  // An ADD's prologue (its activation bytes), an attention task's fixed compute and a GEMV
+  // tile's body (its rows and its per-chunk cost) take twice as long on 4 warps (128 threads) as
+  // on 8 (256, the default): qwen3-0.6b's profiles slowed every level on the chain with 6 warps
+  // instead of 8.
   SimConstants c = clean_constants();
   c.attn_fixed_us = 3.0;
-  auto step = [&](int64_t threads, bool attention) {
+  c.chunk_us = 0.5;
+  const int64_t bytes = 1 << 20;
+  enum class Kind { Add, Attention, Gemv };
+  auto step = [&](int64_t threads, Kind kind) {
     Program p;
-    if (attention) {
+    if (kind == Kind::Gemv) {
+      gemv(p, 0, bytes);
+    } else if (kind == Kind::Attention) {
       Task& t = p.add_task(Op::ATTENTION_TILE, {}, {}, p.new_counter(), {});
       t.sm = 0;
       t.label = "L0.attention";
@@ -168,10 +174,13 @@ TEST(TimingSim, EveryOpSpreadsItsWorkOverTheBlocksWarps) {
     return run(p, c).step_us;
   };
   const double add_prologue = 2000.0 / (c.act_gbs * 1e3);
-  EXPECT_NEAR(step(256, false), add_prologue + c.task_fixed_us, 1e-6);
-  EXPECT_NEAR(step(128, false), 2 * add_prologue + c.task_fixed_us, 1e-6);
-  EXPECT_NEAR(step(256, true), c.attn_fixed_us + c.task_fixed_us, 1e-6);
-  EXPECT_NEAR(step(128, true), 2 * c.attn_fixed_us + c.task_fixed_us, 1e-6);
+  EXPECT_NEAR(step(256, Kind::Add), add_prologue + c.task_fixed_us, 1e-6);
+  EXPECT_NEAR(step(128, Kind::Add), 2 * add_prologue + c.task_fixed_us, 1e-6);
+  EXPECT_NEAR(step(256, Kind::Attention), c.attn_fixed_us + c.task_fixed_us, 1e-6);
+  EXPECT_NEAR(step(128, Kind::Attention), 2 * c.attn_fixed_us + c.task_fixed_us, 1e-6);
+  const double body8 = step(256, Kind::Gemv) - c.task_fixed_us;
+  EXPECT_GT(body8, double(bytes) / (c.per_sm_gbs * 1e3));  // the chunks' cost is in it
+  EXPECT_NEAR(step(128, Kind::Gemv) - c.task_fixed_us, 2 * body8, 1e-3 * body8);
 }
 
 // Clean constants whose epilogue pays 5 loaded trips behind the SM's own copies in flight.

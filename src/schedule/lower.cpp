@@ -498,7 +498,7 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
       std::vector<std::vector<int64_t>> partials(static_cast<size_t>(n_groups));
       for (int64_t gi = 0; gi < n_groups; ++gi) {
         if (!tree) {
-          partials[size_t(gi)] = runs[size_t(gi)].front();
+          partials[size_t(gi)] = std::move(runs[size_t(gi)].front());
           continue;
         }
         const std::string group = group_of(gi);

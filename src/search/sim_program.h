@@ -31,9 +31,10 @@ struct SimTask {
   int64_t x_key = -1;        // Stream: what its x cache is keyed by (op, x, fused operand)
   int32_t gemv_index = -1;   // Stream: its index among its SM's GEMV-family tasks (one step)
   int32_t depth = 0;         // Stream: pipelining depth (the M_tile param)
-  // Stream: the consumer's compute rate against per_sm_gbs: the block's warps over 8 (the
-  // strips are spread over its warps), and whether the strip mapping falls back to x from shared
-  // memory (gemv.cuh strip_period == 0 for a BF16 weight; then strip_slow_factor slower).
+  // The block's warps over 8: every op's work is spread over them (a Stream consumer's rate and
+  // per-chunk cost, a prologue's activation reads, an attention task's fixed compute). Stream:
+  // whether the strip mapping falls back to x from shared memory (gemv.cuh strip_period == 0
+  // for a BF16 weight; then strip_slow_factor slower).
   double warp_scale = 1.0;
   bool slow_strips = false;
   double out_rows = 0;  // Stream: the output rows its epilogue writes (N_tile; GLU: features)
