@@ -90,8 +90,8 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   // at a 4,096 context on the H100, 256-key blocks (128 tasks, tree) 1297 µs/token against 512
   // (64 tasks) 1356 and 128 (256 tasks) 1402 (bench/RESULTS.md, twenty-seventh session). A
   // context of one block stays one task per layer.
-  const int64_t kv_heads = std::max<int64_t>(
-      1, m.num_key_value_heads > 0 ? m.num_key_value_heads : m.num_attention_heads);
+  // (parse_model_config fills num_key_value_heads from num_attention_heads where it is absent.)
+  const int64_t kv_heads = std::max<int64_t>(1, m.num_key_value_heads);
   int64_t kv_block = 64;
   while (ceil_div(max_context, kv_block) > kMaxKvBlocks ||
          (ceil_div(max_context, kv_block) > kMaxInputs &&
