@@ -29,6 +29,11 @@ struct OpContext {
   int32_t pos;        // the step position (*pos_buffer) for KV_APPEND, the attention ops and a
                       // sampling SAMPLE_ARGMAX (the only readers); -1 for other ops and
                       // programs without one
+  bool pos_visible;   // the step's position may be read before this task's gate: the CTA has
+                      // passed a gate in this step (every one is ordered after the previous
+                      // step's sink, which wrote it), or it is the launch's first step (the
+                      // host or the previous launch wrote it). This step's sink, which writes
+                      // the next, waits (transitively) for every task of the step.
   WeightRing* ring;   // GEMV family: where the producer warp delivers this task's weights
   int32_t queue_index;  // this instruction's index in the CTA's queue (the ring's sequence)
   uint32_t epoch;       // the step (prog.epoch + s): what op-scratch caches are keyed by

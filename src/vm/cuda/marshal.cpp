@@ -283,9 +283,12 @@ int64_t task_scratch_bytes(const Task& t, const IdMaps& ids, int consumer_thread
           attention_split_scratch_bytes(int(head_dim), int(heads), int(kv), consumer_threads),
           kSmallOpScratch);
       // The fused op's prologue comes first (ops/attention.cuh): its q heads, the cos / sin
-      // table (head_dim doubles) and its KV heads' new row, each rounded to 16 bytes.
+      // table (head_dim doubles), its KV heads' new row and the head norm's weights, each
+      // rounded to 16 bytes.
       if (t.op != Op::ROPE_KV_ATTENTION_TILE) return attention;
-      return attention + 4 * int64_t(rope_kv_prologue_floats(int(heads), int(kv), int(head_dim)));
+      const bool head_norm = (t.params.get_int("flags", 0) & attention_flags::kHeadNorm) != 0;
+      return attention +
+             4 * int64_t(rope_kv_prologue_floats(int(heads), int(kv), int(head_dim), head_norm));
     }
     case Op::SAMPLE_ARGMAX:
       return (t.params.get_int("flags", 0) & sample_flags::kSample) != 0 ? kSampleScratchBytes

@@ -94,10 +94,11 @@ __device__ __forceinline__ float warp_rms_inv(const float* x, int hidden, float 
   return rsqrtf(warp_sum(s) / float(hidden) + eps);
 }
 
-// a / b and a % b for 0 <= a < 2^12, 1 <= b <= 2^10 (strip, warp, row and head counts): one
-// reciprocal and a multiply instead of the ~25 dependent instructions of an integer division.
-// Exact: a / b is at least 1 / b away from the next integer, far more than the float error
-// at these magnitudes, and the +0.5 keeps exact quotients off the boundary.
+// a / b and a % b for 0 <= a < 2^15, 1 <= b <= 2^10 (strip, warp, row, head and staged-vector
+// counts): one reciprocal and a multiply instead of the ~25 dependent instructions of an integer
+// division. Exact: (a + 0.5) / b is at least 0.5 / b away from an integer, more than the float
+// error at these magnitudes (checked for every such a and b with the reciprocal off by up to
+// 2 ulp and the product rounded).
 struct SmallDiv {
   int q, r;
 };

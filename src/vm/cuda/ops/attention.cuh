@@ -238,6 +238,7 @@ struct AttentionShape {
   const float* k;  // the task's first KV head at position 0 (K and V caches)
   const float* v;
   float* out;      // the task's first head of the output (a slice of a row of every head, or all)
+  bool prestaged = false;  // attention_block's first block is staged already (before the gate)
 };
 
 // C = the heads of one GQA group a warp runs together (a divisor of n_heads / n_kv_heads); T the
@@ -744,6 +745,56 @@ __device__ __forceinline__ float block_values(const float* ph, const T* vd, int 
   return (part[0] + part[1]) + (part[2] + part[3]);
 }
 
+// Block b's rows of the window into a stage at kd ([key][G D] cache elements, V's after K's;
+// each KV head's keys are one contiguous run of the cache), K's 16-byte vectors swizzled by
+// (key & 7); one cp.async group. Key `skip` (a block-relative index; -1: none) is left out.
+template <typename T>
+__device__ __forceinline__ void attention_stage_block(int tid, int n_threads,
+                                                      const AttentionShape& a, int64_t b,
+                                                      uint4* kd, int skip) {
+  constexpr int VE = 16 / int(sizeof(T));
+  const int D = a.head_dim, DV = D / VE, GDV = a.n_kv_heads * DV;
+  const int64_t j0 = b * kAttnBlockKeys;
+  const int n = int(a.kv_len - j0 < kAttnBlockKeys ? a.kv_len - j0 : kAttnBlockKeys);
+  const T* k0 = reinterpret_cast<const T*>(a.k) + (a.kv_start + j0) * a.kv_stride;
+  const T* v0 = reinterpret_cast<const T*>(a.v) + (a.kv_start + j0) * a.kv_stride;
+  uint4* vd = kd + kAttnBlockKeys * GDV;
+  for (int i = tid; i < n * GDV; i += n_threads) {
+    // i < 64 GDV <= 2^14 (attention_block_fits bounds H D by the threads): small_divmod's range.
+    const SmallDiv jv = small_divmod(i, GDV);
+    const int j = jv.q, v = jv.r, g = small_divmod(v, DV).q;
+    if (j == skip) continue;
+    const int64_t from = g * a.kv_head_stride + j * D + VE * (v - g * DV);
+    cp_async16(smem_address(kd + j * GDV + (v ^ (j & 7))), k0 + from);
+    cp_async16(smem_address(vd + i), v0 + from);
+  }
+  cp_async_commit();
+}
+
+// Key j of the first block's stage at kd from F32 rows of the task's KV heads (k_row, v_row:
+// G x D each), converted as the cache stores them: the step position's own row, which the
+// appending task writes into the stage as it writes the cache.
+template <typename T>
+__device__ __forceinline__ void attention_stage_row(const OpContext& c, const AttentionShape& a,
+                                                    uint4* kd, int j, const float* k_row,
+                                                    const float* v_row) {
+  constexpr int VE = 16 / int(sizeof(T));
+  const int D = a.head_dim, DV = D / VE, GDV = a.n_kv_heads * DV;
+  uint4* vd = kd + kAttnBlockKeys * GDV;
+  for (int e = c.tid; e < a.n_kv_heads * D; e += c.n_threads) {
+    const int v = e / VE, u = e - v * VE;  // a head's D elements are DV whole vectors
+    T* kt = reinterpret_cast<T*>(kd + j * GDV + (v ^ (j & 7))) + u;
+    T* vt = reinterpret_cast<T*>(vd + j * GDV + v) + u;
+    if constexpr (sizeof(T) == 2) {
+      *kt = float_to_bf16_bits(k_row[e]);
+      *vt = float_to_bf16_bits(v_row[e]);
+    } else {
+      *kt = k_row[e];
+      *vt = v_row[e];
+    }
+  }
+}
+
 // One copy per cache dtype (a.bf16), so neither carries the other's registers.
 template <bool BF16>
 __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
@@ -785,8 +836,6 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
     item_v[t] = small_divmod(hd.q, R).q * D + hd.r;
   }
   const int64_t kv_len = a.kv_len;
-  const T* kc = reinterpret_cast<const T*>(a.k);
-  const T* vc = reinterpret_cast<const T*>(a.v);
   // A window of several blocks stages block b + 1 while block b computes when the scratch holds a
   // second pair of stages (after rs, 16-byte aligned): one staging round trip per window
   // instead of one per block.
@@ -796,21 +845,9 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
                    (second + 2 * kAttnBlockKeys * int64_t(GDV) * 4) * 4 <= c.scratch_bytes;
   uint4* const ks0 = ks;
   uint4* const ks1 = reinterpret_cast<uint4*>(c.scratch + second);
-  // (A pair's V follows its K.) Block b's rows into [key][G D] (each KV head's keys are one
-  // contiguous run of the cache), K's vectors swizzled by (key & 7); one cp.async group.
+  // (A pair's V follows its K.)
   const auto stage_block = [&](int64_t b, uint4* kd) {
-    const int64_t j0 = b * kAttnBlockKeys;
-    const int n = int(kv_len - j0 < kAttnBlockKeys ? kv_len - j0 : kAttnBlockKeys);
-    const T* k0 = kc + (a.kv_start + j0) * a.kv_stride;
-    const T* v0 = vc + (a.kv_start + j0) * a.kv_stride;
-    uint4* vd = kd + kAttnBlockKeys * GDV;
-    for (int i = c.tid; i < n * GDV; i += c.n_threads) {
-      const int j = i / GDV, v = i - j * GDV, g = v / DV;
-      const int64_t from = g * a.kv_head_stride + j * D + VE * (v - g * DV);
-      cp_async16(smem_address(kd + j * GDV + (v ^ (j & 7))), k0 + from);
-      cp_async16(smem_address(vd + i), v0 + from);
-    }
-    cp_async_commit();
+    attention_stage_block<T>(c.tid, c.n_threads, a, b, kd, -1);
   };
   // One pass for an empty window too: it writes the empty result (acc 0, m -inf, l 0).
   for (int64_t b = 0; b < n_blocks; ++b) {
@@ -820,8 +857,9 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
     vs = ks + kAttnBlockKeys * GDV;
     // 0. This block's rows (one pair: staged here; two: block 0 here, each next block one
     // iteration ahead into the other pair), then the wait for them. The previous readers of the
-    // pair restaged here are past the barrier that ended their block.
-    if (b == 0 || !two) stage_block(b, ks);
+    // pair restaged here are past the barrier that ended their block. A prestaged block 0 was
+    // issued before the task's gate (op_attention_tiles).
+    if ((b == 0 && !a.prestaged) || (b > 0 && !two)) stage_block(b, ks);
     if (two && b + 1 < n_blocks) {
       stage_block(b + 1, ks == ks0 ? ks1 : ks0);
       cp_async_wait_group<1>();
@@ -1035,6 +1073,15 @@ __device__ inline bool attention_tile_operands(const OpContext& c, AttentionShap
 inline constexpr int32_t kAttnHeadNorm = AMK_ATTN_FLAG_HEAD_NORM;
 inline constexpr int32_t kAttnRopeTable = AMK_ATTN_FLAG_ROPE_TABLE;
 
+// The consumer threads past warp 0 as a context of their own (tid from 0): the threads that do
+// a task's work before its gate, while warp 0's thread 0 polls the gate's counters.
+__device__ __forceinline__ OpContext rope_kv_helpers(const OpContext& c) {
+  OpContext h = c;
+  h.tid = c.tid - 32;
+  h.n_threads = c.n_threads - 32;
+  return h;
+}
+
 // ROPE_KV_ATTENTION_TILE's operands, checked before the task's gate (they read only the task
 // record and constant operands).
 struct RopeKvOperands {
@@ -1054,13 +1101,16 @@ __device__ __forceinline__ RopeKvBuffers rope_kv_buffers(const OpContext& c) {
   return {in_buf(c, 0), in_buf(c, 1), in_buf(c, 2), out_buf(c, 1), out_buf(c, 2)};
 }
 inline constexpr int kRopeKvFail = AMK_OP_ROPE_KV_ATTENTION_TILE * 16;  // op_fail code base
-// The scratch of the prologue: [q_s][cos | sin: head_dim doubles][k_s][v_s].
+// The scratch of the prologue: [q_s][cos | sin: head_dim doubles][k_s][v_s], and with the
+// head norm [q_norm weight][k_norm weight] (rope_kv_prologue_floats).
 struct RopeKvScratch {
   float* q_s;
   double* cos_t;
   double* sin_t;
   float* k_s;
   float* v_s;
+  float* qn_w;  // the head norm's weights as F32 (flags bit 3 only)
+  float* kn_w;
 };
 __device__ __forceinline__ RopeKvScratch rope_kv_scratch(const OpContext& c, int count, int kvc,
                                                          int D) {
@@ -1070,6 +1120,8 @@ __device__ __forceinline__ RopeKvScratch rope_kv_scratch(const OpContext& c, int
   r.sin_t = r.cos_t + D / 2;
   r.k_s = reinterpret_cast<float*>(r.sin_t + D / 2);
   r.v_s = r.k_s + (int64_t(kvc) * D + 3) / 4 * 4;
+  r.qn_w = r.v_s + (int64_t(kvc) * D + 3) / 4 * 4;
+  r.kn_w = r.qn_w + (D + 3) / 4 * 4;
   return r;
 }
 
@@ -1106,7 +1158,7 @@ __device__ inline bool rope_kv_check(const OpContext& c, AttentionShape& a, Rope
     op_fail(c, kRopeKvFail + 6);
     return false;
   }
-  o.pro = rope_kv_prologue_floats(a.n_heads, a.n_kv_heads, D);
+  o.pro = rope_kv_prologue_floats(a.n_heads, a.n_kv_heads, D, norm);
   if (int64_t(c.scratch_bytes) < 4 * o.pro) {
     op_fail(c, kRopeKvFail + 7);
     return false;
@@ -1121,9 +1173,22 @@ __device__ inline bool rope_kv_check(const OpContext& c, AttentionShape& a, Rope
                  is_aligned16(static_cast<const float*>(v.ptr) + int64_t(kv0) * D);
   // The previous task of this CTA is past its end barrier, so the scratch is free already.
   const RopeKvScratch sc = rope_kv_scratch(c, a.n_heads, a.n_kv_heads, D);
-  // A non-finite table entry is seen by the threads that read it only: they flag the error
-  // and the task still passes its gate on every thread (the end-of-task vote leaves).
-  if (!rope_inv_freqs(c, o.inv_freq, p.theta, half, sc.cos_t)) op_fail(c, kRopeKvFail + 6);
+  // The reads below are the helpers' (warps 1..): warp 0 goes straight to the gate, whose
+  // poll a load of thread 0's would hold back by its round trip. A non-finite table entry is
+  // seen by the threads that read it only: they flag the error and the task still passes its
+  // gate on every thread (the end-of-task vote leaves).
+  if (c.tid < 32) return true;
+  const OpContext h = rope_kv_helpers(c);
+  if (!rope_inv_freqs(h, o.inv_freq, p.theta, half, sc.cos_t)) op_fail(c, kRopeKvFail + 6);
+  // The head norm's weights (constants) into op scratch now, so that the norm after the gate
+  // reads shared memory: read where they are used, they were a dependent L2 round trip on the
+  // layer's chain. The gate's consumer barrier orders these writes before every reader.
+  if (norm) {
+    for (int d = h.tid; d < D; d += h.n_threads) {
+      sc.qn_w[d] = load_f(*o.q_norm, d);
+      sc.kn_w[d] = load_f(*o.k_norm, d);
+    }
+  }
   return true;
 }
 
@@ -1150,9 +1215,10 @@ __device__ __forceinline__ void rope_kv_issue_rows(const OpContext& c, const Att
 
 // After the gate (steps 1-4): q (and, for the task whose window holds the step's position, the
 // new K/V row) normed, rotated and appended; fills `a` with q in op scratch and `ac` with the
-// scratch after the prologue's. False after op_fail.
+// scratch after the prologue's. `angles_ready`: rope_angles_at already ran (before the gate).
+// False after op_fail.
 __device__ inline bool rope_kv_prologue(const OpContext& c, AttentionShape& a, OpContext& ac,
-                                        const RopeKvOperands& o) {
+                                        const RopeKvOperands& o, bool angles_ready) {
   const amk_params_t& p = c.inst->params;
   const auto [q, k, v, kc, vc] = rope_kv_buffers(c);
   const bool norm = o.q_norm != nullptr;
@@ -1175,7 +1241,7 @@ __device__ inline bool rope_kv_prologue(const OpContext& c, AttentionShape& a, O
     if (append)
       for (int e = c.tid; e < kvc * D; e += c.n_threads) k_s[e] = load_f(k, int64_t(kv0) * D + e);
   }
-  rope_angles_at(c, float(pos), half, sc.cos_t, sc.sin_t);
+  if (!angles_ready) rope_angles_at(c.tid, c.n_threads, float(pos), half, sc.cos_t, sc.sin_t);
   if (o.async_rows) cp_async_wait_all();
   consumer_sync(c.n_threads);
   // 2. Per-head RMSNORM (Qwen3's q_norm / k_norm): one warp a row.
@@ -1183,9 +1249,9 @@ __device__ inline bool rope_kv_prologue(const OpContext& c, AttentionShape& a, O
     const int warp = c.tid >> 5, lane = c.tid & 31, n_warps = c.n_threads >> 5;
     for (int r = warp; r < rows; r += n_warps) {
       float* x = r < count ? q_s + int64_t(r) * D : k_s + int64_t(r - count) * D;
-      const amk_buffer_t& w = r < count ? *o.q_norm : *o.k_norm;
+      const float* w = r < count ? sc.qn_w : sc.kn_w;
       const float inv = warp_rms_inv(x, D, p.eps, lane);
-      for (int d = lane; d < D; d += 32) x[d] = x[d] * inv * load_f(w, d);
+      for (int d = lane; d < D; d += 32) x[d] = x[d] * inv * w[d];
     }
     consumer_sync(c.n_threads);
   }
@@ -1206,6 +1272,17 @@ __device__ inline bool rope_kv_prologue(const OpContext& c, AttentionShape& a, O
       const int64_t at = row + g * a.kv_head_stride + (e - g * D);
       store_f(kc, at, k_s[e]);
       store_f(vc, at, o.async_rows ? sc.v_s[e] : load_f(v, int64_t(kv0) * D + e));
+    }
+    const int64_t j = pos - p.kv_start;
+    if (a.prestaged && j < kAttnBlockKeys) {
+      // The prestaged first block holds every other key already; this one goes in from here
+      // (async_rows: a prestaged task's rows are F32 and in scratch). A row of a later block is
+      // staged from the cache written above, as without a prestage.
+      uint4* stage = reinterpret_cast<uint4*>(c.scratch + o.pro);
+      if (a.bf16)
+        attention_stage_row<uint16_t>(c, a, stage, int(j), k_s, sc.v_s);
+      else
+        attention_stage_row<float>(c, a, stage, int(j), k_s, sc.v_s);
     }
     __threadfence_block();  // the attention below reads these rows back
   }
@@ -1228,16 +1305,60 @@ __device__ inline void op_attention_tiles(const OpContext& c0, Gate&& pass_gate)
   RopeKvOperands o;
   const bool rope = c0.inst->op == AMK_OP_ROPE_KV_ATTENTION_TILE;
   const bool ok = rope ? rope_kv_check(c0, a, o) : attention_tile_operands(c0, a);
-  if (!ok || !pass_gate()) return;
-  if (rope) rope_kv_issue_rows(c0, a, o);
+  if (!ok) return;
   OpContext c = c0;
-  c.pos = step_position(*c.prog);  // the previous step's sink wrote it: after the gate
-  if (const int err = attention_window(c.inst->params, a, c.pos)) {
-    op_fail(c, c.inst->op * 16 + err);
-    return;
-  }
+  // The scratch after the prologue's, where attention_run's block stages go.
   OpContext ac = c;
-  if (rope && !rope_kv_prologue(c, a, ac, o)) return;
+  ac.scratch = c.scratch + o.pro;
+  ac.scratch_bytes = c.scratch_bytes - int(4 * o.pro);
+  // The window's first 64-key block can be staged before the gate, but for the step position's
+  // own row, which this task writes into the stage after its gate: every other row was written
+  // in an earlier step, visible for the reason the position is. Only where attention_run takes
+  // attention_block with this scratch (q will be q_s, 16-byte aligned) and the rows are F32 in
+  // scratch (async_rows: the stage row is built from them). A function of the position alone,
+  // so every thread decides it alike.
+  const auto prestages = [&](const AttentionShape& w) {
+    return rope && o.async_rows && w.kv_len > 0 && w.head_dim % 4 == 0 && is_aligned16(w.k) &&
+           is_aligned16(w.v) && attention_block_fits(ac, w);
+  };
+  // Before the gate, where the position may be read (OpContext::pos_visible): the helpers
+  // (warps 1..) read it, work out RoPE's angles (the double sincos was on the layer's chain)
+  // and issue the prestage, so its round trip overlaps the wait instead of following the
+  // rows' after it. Warp 0 only polls.
+  const bool early = rope && c0.pos_visible;
+  bool helped = false;  // this thread read the position and the window before the gate
+  if (early && c.tid >= 32) {
+    c.pos = step_position(*c.prog);
+    // A bad position: the helper reads it again after the gate, where everyone fails alike.
+    helped = attention_window(c.inst->params, a, c.pos) == 0;
+    if (helped) {
+      const int ht = c.tid - 32, hn = c.n_threads - 32;
+      const RopeKvScratch sc = rope_kv_scratch(c, a.n_heads, a.n_kv_heads, a.head_dim);
+      rope_angles_at(ht, hn, float(c.pos), a.head_dim / 2, sc.cos_t, sc.sin_t);
+      a.prestaged = prestages(a);
+      if (a.prestaged) {
+        const int64_t j = int64_t(c.pos) - a.kv_start;
+        const int skip = j >= 0 && j < kAttnBlockKeys ? int(j) : -1;
+        uint4* stage = reinterpret_cast<uint4*>(ac.scratch);
+        if (a.bf16)
+          attention_stage_block<uint16_t>(ht, hn, a, 0, stage, skip);
+        else
+          attention_stage_block<float>(ht, hn, a, 0, stage, skip);
+      }
+    }
+  }
+  if (!pass_gate()) return;
+  if (rope) rope_kv_issue_rows(c, a, o);
+  if (!helped) {
+    // The previous step's sink wrote the position: after the gate.
+    c.pos = step_position(*c.prog);
+    if (const int err = attention_window(c.inst->params, a, c.pos)) {
+      op_fail(c, c.inst->op * 16 + err);
+      return;
+    }
+    a.prestaged = early && prestages(a);
+  }
+  if (rope && !rope_kv_prologue(c, a, ac, o, early)) return;
   mark_body_begin(c);
   attention_run(ac, a);
 }

@@ -46,11 +46,12 @@ __device__ __forceinline__ bool rope_inv_freqs(const OpContext& c, const amk_buf
   return finite;
 }
 // cos/sin of the angles pos * inv_freq[i], i < half, where cos_t[i] holds inv_freq[i] (from
-// rope_inv_freqs on the same thread: the same i's) and is overwritten by the cosine. The caller
-// barriers before other threads read the table.
-__device__ __forceinline__ void rope_angles_at(const OpContext& c, float pos, int half,
+// rope_inv_freqs on the same thread: the same i's) and is overwritten by the cosine; thread
+// `tid` of `n_threads` takes i = tid, tid + n_threads, ... The caller barriers before other
+// threads read the table.
+__device__ __forceinline__ void rope_angles_at(int tid, int n_threads, float pos, int half,
                                                double* cos_t, double* sin_t) {
-  for (int i = c.tid; i < half; i += c.n_threads)
+  for (int i = tid; i < half; i += n_threads)
     sincos(double(__fmul_rn(pos, float(cos_t[i]))), &sin_t[i], &cos_t[i]);
 }
 // Both: the angles' table in op scratch. False on a thread that read a non-finite table entry.
@@ -58,7 +59,7 @@ __device__ __forceinline__ bool rope_angles(const OpContext& c, float pos,
                                             const amk_buffer_t* table, float theta, int half,
                                             double* cos_t, double* sin_t) {
   const bool finite = rope_inv_freqs(c, table, theta, half, cos_t);
-  rope_angles_at(c, pos, half, cos_t, sin_t);
+  rope_angles_at(c.tid, c.n_threads, pos, half, cos_t, sin_t);
   return finite;
 }
 

@@ -12,7 +12,8 @@
 //                  decode fast path (16-byte rows) or, for other rows, splits each head's keys
 //                  over idle warps; with less it runs the slower warp-per-head path.
 //   ROPE_KV_ATTENTION_TILE  its prologue first (q heads, head_dim doubles of cos/sin, the KV
-//                  heads' new row, each rounded to 16 bytes), then ATTENTION_TILE's
+//                  heads' new row, the head norm's weights, each rounded to 16 bytes), then
+//                  ATTENTION_TILE's
 // An op given less than it requires fails (op_fail) instead of overrunning shared memory.
 #pragma once
 
@@ -35,10 +36,12 @@ constexpr int round_up16(int bytes) { return (bytes + 15) / 16 * 16; }
 constexpr int rope_scratch_bytes(int head_dim) { return head_dim * 8; }
 
 // ROPE_KV_ATTENTION_TILE's prologue, in floats, before ATTENTION_TILE's scratch: the task's
-// query heads, a cos and a sin (double) per rotated pair, its KV heads' new k row and v row;
-// each part a multiple of 4 floats so the next stays 16-byte aligned.
-constexpr int rope_kv_prologue_floats(int q_heads, int kv_heads, int head_dim) {
-  return (q_heads * head_dim + 3) / 4 * 4 + 2 * head_dim + 2 * ((kv_heads * head_dim + 3) / 4 * 4);
+// query heads, a cos and a sin (double) per rotated pair, its KV heads' new k row and v row,
+// and with the per-head norm (flags bit 3) the q_norm and k_norm weights, loaded before the
+// task's gate; each part a multiple of 4 floats so the next stays 16-byte aligned.
+constexpr int rope_kv_prologue_floats(int q_heads, int kv_heads, int head_dim, bool head_norm) {
+  return (q_heads * head_dim + 3) / 4 * 4 + 2 * head_dim + 2 * ((kv_heads * head_dim + 3) / 4 * 4) +
+         (head_norm ? 2 * ((head_dim + 3) / 4 * 4) : 0);
 }
 
 // ATTENTION_TILE's optional scratch. For head_dim % 4 == 0 (16-byte rows) the decode fast path
