@@ -105,7 +105,7 @@ __device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_tas
                                               int queue_end) {
   const int tid = int(threadIdx.x);
   int gemv_started = 0;  // GEMV-family tasks whose waits passed: the producer's pacing signal
-  SeenCounter seen;      // thread 0's last satisfied wait (sync.cuh)
+  SeenCounter seen;      // this lane's last satisfied wait (warp 0; sync.cuh)
   if (queue_begin >= queue_end) return;
   // Task k (over all steps) runs from s_rec[k & 1] while record k + 1 streams into the other
   // one: a task's staging costs no round trip once the queue is under way.

@@ -2,8 +2,9 @@
 //
 // Counters are never reset between steps: in step e a wait on counter c is satisfied once
 // counters[c] >= e * counter_step_increment[c] + wait_threshold (all uint32; the host zeroes the
-// counters long before that product could pass 2^31). Only consumer thread 0 touches counters;
-// the rest of the consumers learn the outcome through a consumer barrier.
+// counters long before that product could pass 2^31). Only warp 0 polls counters (lane w a
+// task's wait w; thread 0 the previous step's sink); the rest of the consumers learn the
+// outcome through a consumer barrier.
 //
 // Every spin also polls the abort flag (watchdog or op error), and the decision "leave now" is
 // made collectively (consumer_any), so all consumer threads take the same branch and no named
@@ -94,7 +95,7 @@ __device__ __forceinline__ int32_t step_position(const amk_program_t& prog) {
   return *static_cast<volatile const int32_t*>(prog.buffers[prog.pos_buffer].ptr);
 }
 
-// Thread 0's memory of the last counter it saw reach a value. Counters only grow, so a wait
+// A poller's memory of the last counter it saw reach a value. Counters only grow, so a wait
 // whose target is at most that value is already satisfied, and its acquire already happened:
 // consecutive tiles that wait on the same projection skip the L2 round trip.
 struct SeenCounter {
@@ -104,18 +105,41 @@ struct SeenCounter {
 
 // All waits of `inst` for step `epoch`, on every consumer thread. True: every input is ready
 // and visible to the whole CTA. False (on every consumer thread): the launch is aborting.
+//
+// Lane w of warp 0 polls wait w (at most AMK_MAX_WAITS <= 32), all of them in the same round:
+// a task with several waits (the attention: q, k and v; o_proj and down: their input and the
+// residual) passes its gate one round trip after its last counter is reached, not one round
+// trip per wait in turn (0.5-0.8 us each under the weight stream: the attention's gate took
+// 1.7-2.6 us after q/k/v ended, a one-wait GEMV's 0.5-0.7). Each polling lane's ld.acquire and
+// the consumer barrier after the loop order the whole CTA after every producer. The abort flag
+// and the back-off are as spin_until_reached's, decided warp-wide.
+static_assert(AMK_MAX_WAITS <= 32, "one lane of warp 0 a wait");
 __device__ __forceinline__ bool wait_for_inputs(const amk_program_t& prog,
                                                 const amk_instruction_t& inst, uint32_t epoch,
                                                 int tid, int n_threads, SeenCounter& seen) {
   bool aborted = false;
-  if (tid == 0) {
-    for (int w = 0; w < inst.n_waits && !aborted; ++w) {
-      const int c = inst.wait_counter[w];
-      const uint32_t target = wait_target(prog, c, inst.wait_threshold[w], epoch);
-      if (c == seen.counter && seen.value >= target) continue;
-      aborted = !spin_until_reached(prog, c, target);
-      if (!aborted) seen = {c, target};
+  if (tid < 32) {
+    int c = -1;
+    uint32_t target = 0;
+    if (tid < inst.n_waits) {
+      c = inst.wait_counter[tid];
+      target = wait_target(prog, c, inst.wait_threshold[tid], epoch);
+      if (c == seen.counter && seen.value >= target) c = -1;
     }
+    constexpr unsigned kBusyPolls = 256;
+    unsigned sleep_ns = 32;
+    AbortPoll poll;
+    const uint32_t* addr = prog.counters + (c >= 0 ? c : 0);
+    while (!__all_sync(0xffffffffu, c < 0 || load_acquire_gpu(addr) >= target)) {
+      if (__any_sync(0xffffffffu, poll.aborting(prog))) {
+        aborted = true;
+        break;
+      }
+      if (poll.rounds < kBusyPolls) continue;
+      __nanosleep(sleep_ns);
+      if (sleep_ns < 256) sleep_ns <<= 1;
+    }
+    if (!aborted && c >= 0) seen = {c, target};
   }
   return !consumer_any(aborted, n_threads);
 }
