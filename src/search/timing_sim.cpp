@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -29,6 +30,8 @@ constexpr double kBytesEps = 1e-6;  // bytes
 
 enum class Phase : uint8_t { Start, Blocked, Waiting, Pre, Body, Post, Done };
 
+inline constexpr size_t kSeenSlots = 8;  // AMK_MAX_WAITS: a task's waits, a lane each
+
 struct SmState {
   // The consumer: its place in the queue over all steps, and the phase of that task.
   int64_t pos = 0;
@@ -38,8 +41,13 @@ struct SmState {
   int64_t started = 0;    // GEMV-family tasks whose waits passed (the producer's pacing signal)
   int64_t x_key = -1;     // the GEMV x cache: (op, x, fused operand) and the step it holds
   int64_t x_step = -1;
-  int32_t seen_counter = -1;  // thread 0's last satisfied wait: polls it need not repeat
-  int64_t seen_count = 0;
+  // Per wait slot w (lane w of the CUDA VM's warp 0, sync.cuh wait_for_inputs): the last wait
+  // that lane saw satisfied, which a later wait in the same slot need not poll again.
+  struct Seen {
+    int32_t counter = -1;
+    int64_t count = 0;
+  };
+  std::array<Seen, kSeenSlots> seen{};
   // The producer: the GEMV-family task it fetches (over all steps), the bytes of it fetched,
   // and the bytes in the ring (fetched, not yet consumed).
   int64_t fetch_task = 0;
@@ -244,48 +252,51 @@ class Engine {
   }
 
   // Whether the waits of the SM's task are met; if so it waits until the last signal reached it
-  // (a hop after the signal) or, when they were met before it looked, one poll round trip
-  // (none when thread 0 already saw the counter there).
+  // (a hop after the signal) or, when they were met before it looked, one poll round trip: all
+  // its waits are polled in the same round (none when every one's lane already saw its
+  // counter there).
   void try_release(size_t slot) {
     SmState& s = sms_[slot];
     const int32_t ti = task_at(slot, s.pos);
     const SimTask& t = p_.tasks[size_t(ti)];
     const int64_t step = step_of(slot, s.pos);
     double ready = now_;
-    bool covered = true;
+    bool covered = true, polled = false;
     auto check = [&](int32_t counter, int64_t count) {
       const auto& a = arrivals_[size_t(counter)];
       if (int64_t(a.size()) < count) return false;
       ready = std::max(ready, a[size_t(count - 1)]);
-      if (!(s.seen_counter == counter && s.seen_count >= count)) covered = false;
+      polled = true;
       return true;
     };
-    bool met = true;
-    int32_t last_counter = -1;
-    int64_t last_count = 0;
     if (t.waits.empty() && step > 0 && p_.sink >= 0) {
-      // Step s > 0 of a launch: a root first waits for the previous step's sink.
+      // Step s > 0 of a launch: a root first waits for the previous step's sink (thread 0's
+      // poll, which no lane's memory covers).
       const int32_t sc = p_.tasks[size_t(p_.sink)].out_counter;
-      last_counter = sc;
-      last_count = step * p_.counter_increment[size_t(sc)];
-      met = check(sc, last_count);
-    }
-    for (const auto& [counter, need] : t.waits) {
-      last_counter = counter;
-      last_count = needed(counter, need, step);
-      if (!check(counter, last_count)) {
-        met = false;
-        break;
+      if (!check(sc, step * p_.counter_increment[size_t(sc)])) {
+        s.phase = Phase::Blocked;
+        return;
       }
+      covered = false;
     }
-    if (!met) {
-      s.phase = Phase::Blocked;
-      return;
+    for (size_t w = 0; w < t.waits.size(); ++w) {
+      const auto& [counter, need] = t.waits[w];
+      const int64_t count = needed(counter, need, step);
+      if (!check(counter, count)) {
+        s.phase = Phase::Blocked;
+        return;
+      }
+      if (!(w < kSeenSlots && s.seen[w].counter == counter && s.seen[w].count >= count))
+        covered = false;
     }
-    if (last_counter >= 0) {
-      if (!covered) ready = std::max(ready, now_ + rtt());
-      s.seen_counter = last_counter;
-      s.seen_count = last_count;
+    if (polled && !covered) {
+      ready = std::max(ready, now_ + rtt());
+      // The lanes that polled remember what they saw (a covered lane keeps its own).
+      for (size_t w = 0; w < t.waits.size() && w < kSeenSlots; ++w) {
+        const int32_t counter = t.waits[w].first;
+        const int64_t count = needed(counter, t.waits[w].second, step);
+        if (!(s.seen[w].counter == counter && s.seen[w].count >= count)) s.seen[w] = {counter, count};
+      }
     }
     // The work before the gate overlaps the waits; met waits do not hide it.
     if (t.kind == TaskKind::Stream || t.kind == TaskKind::Attention)
