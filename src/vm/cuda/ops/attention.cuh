@@ -1073,15 +1073,6 @@ __device__ inline bool attention_tile_operands(const OpContext& c, AttentionShap
 inline constexpr int32_t kAttnHeadNorm = AMK_ATTN_FLAG_HEAD_NORM;
 inline constexpr int32_t kAttnRopeTable = AMK_ATTN_FLAG_ROPE_TABLE;
 
-// The consumer threads past warp 0 as a context of their own (tid from 0): the threads that do
-// a task's work before its gate, while warp 0's thread 0 polls the gate's counters.
-__device__ __forceinline__ OpContext rope_kv_helpers(const OpContext& c) {
-  OpContext h = c;
-  h.tid = c.tid - 32;
-  h.n_threads = c.n_threads - 32;
-  return h;
-}
-
 // ROPE_KV_ATTENTION_TILE's operands, checked before the task's gate (they read only the task
 // record and constant operands).
 struct RopeKvOperands {
@@ -1178,13 +1169,13 @@ __device__ inline bool rope_kv_check(const OpContext& c, AttentionShape& a, Rope
   // seen by the threads that read it only: they flag the error and the task still passes its
   // gate on every thread (the end-of-task vote leaves).
   if (c.tid < 32) return true;
-  const OpContext h = rope_kv_helpers(c);
-  if (!rope_inv_freqs(h, o.inv_freq, p.theta, half, sc.cos_t)) op_fail(c, kRopeKvFail + 6);
+  const int ht = c.tid - 32, hn = c.n_threads - 32;  // a helper's index among the helpers
+  if (!rope_inv_freqs(ht, hn, o.inv_freq, p.theta, half, sc.cos_t)) op_fail(c, kRopeKvFail + 6);
   // The head norm's weights (constants) into op scratch now, so that the norm after the gate
   // reads shared memory: read where they are used, they were a dependent L2 round trip on the
   // layer's chain. The gate's consumer barrier orders these writes before every reader.
   if (norm) {
-    for (int d = h.tid; d < D; d += h.n_threads) {
+    for (int d = ht; d < D; d += hn) {
       sc.qn_w[d] = load_f(*o.q_norm, d);
       sc.kn_w[d] = load_f(*o.k_norm, d);
     }
@@ -1332,7 +1323,7 @@ __device__ inline void op_attention_tiles(const OpContext& c0, Gate&& pass_gate)
     // A bad position: the helper reads it again after the gate, where everyone fails alike.
     helped = attention_window(c.inst->params, a, c.pos) == 0;
     if (helped) {
-      const int ht = c.tid - 32, hn = c.n_threads - 32;
+      const int ht = c.tid - 32, hn = c.n_threads - 32;  // as in rope_kv_check
       const RopeKvScratch sc = rope_kv_scratch(c, a.n_heads, a.n_kv_heads, a.head_dim);
       rope_angles_at(ht, hn, float(c.pos), a.head_dim / 2, sc.cos_t, sc.sin_t);
       a.prestaged = prestages(a);

@@ -35,10 +35,10 @@ __device__ __forceinline__ float default_rope_inv_freq(float theta, int i, int h
 // inv_freq[i] for i < half into freq[i] (each thread its share: i = tid, tid + n_threads, ...):
 // `table` (ROPE_FREQ) or ROPE's default of `theta`. Position-independent, so an op may run it
 // before its task's gate. False on a thread that read a non-finite table entry.
-__device__ __forceinline__ bool rope_inv_freqs(const OpContext& c, const amk_buffer_t* table,
+__device__ __forceinline__ bool rope_inv_freqs(int tid, int n_threads, const amk_buffer_t* table,
                                                float theta, int half, double* freq) {
   bool finite = true;
-  for (int i = c.tid; i < half; i += c.n_threads) {
+  for (int i = tid; i < half; i += n_threads) {
     const float inv_freq = table ? load_f(*table, i) : default_rope_inv_freq(theta, i, half);
     finite &= isfinite(inv_freq);
     freq[i] = double(inv_freq);
@@ -58,7 +58,7 @@ __device__ __forceinline__ void rope_angles_at(int tid, int n_threads, float pos
 __device__ __forceinline__ bool rope_angles(const OpContext& c, float pos,
                                             const amk_buffer_t* table, float theta, int half,
                                             double* cos_t, double* sin_t) {
-  const bool finite = rope_inv_freqs(c, table, theta, half, cos_t);
+  const bool finite = rope_inv_freqs(c.tid, c.n_threads, table, theta, half, cos_t);
   rope_angles_at(c.tid, c.n_threads, pos, half, cos_t, sin_t);
   return finite;
 }
