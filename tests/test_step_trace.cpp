@@ -162,6 +162,39 @@ TEST(StepTrace, HandMadeLayerTableNumbers) {
   EXPECT_NE(eval::format_layer_table(unknown).find("-"), std::string::npos);
 }
 
+// The gate column: each waiting task's op begin minus the moment its last wait was met (the
+// threshold-th signal of each counter it waits on), the median per level; tasks that arrived
+// after that moment, and waits that more signals than ran would meet, are left out.
+TEST(StepTrace, GateIsOpBeginMinusTheMomentTheLastWaitWasMet) {
+  Program p;
+  const int64_t q = p.new_counter("q"), k = p.new_counter("k"), o = p.new_counter("o"),
+                a = p.new_counter("attention");
+  std::vector<TaskStamps> s;
+  const auto task = [&](const std::string& label, int64_t out, std::vector<Wait> waits,
+                        TaskStamps st) {
+    Task& t = p.add_task(Op::GEMV_TILE, {}, {}, out, std::move(waits), {}, label);
+    t.sm = int64_t(s.size());
+    s.push_back(st);
+  };
+  task("L0.q_proj[t0]", q, {}, at(0, 100, 2000));
+  task("L0.q_proj[t1]", q, {}, at(0, 100, 3000));
+  task("L0.k_proj[t0]", k, {}, at(0, 100, 2500));
+  task("L0.attention[h0]", a, {{q, 2}, {k, 1}}, at(1000, 3400, 4000));  // met at 3000: 0.4
+  task("L0.attention[h1]", a, {{q, 1}}, at(500, 2300, 4100));           // met at 2000: 0.3
+  task("L0.attention[h2]", a, {{q, 2}}, at(3500, 4000, 4500));          // arrived after 3000
+  task("L0.o_proj[t0]", o, {{a, 5}}, at(4000, 5000, 6000));             // 3 signals of a ran
+  const eval::LayerTable t = eval::layer_table(p, s, 2.0, 0);
+  std::map<std::string, double> gate;
+  for (const eval::LevelRow& r : t.levels) gate[r.stage] = r.gate_us;
+  EXPECT_TRUE(std::isnan(gate.at("q_proj")));  // no waits
+  EXPECT_NEAR(gate.at("attention"), 0.35, 1e-12);
+  EXPECT_TRUE(std::isnan(gate.at("o_proj")));
+  EXPECT_NEAR(t.total.gate_us, 0.35, 1e-12);
+  const std::string text = eval::format_layer_table(t);
+  EXPECT_NE(text.find("gate µs"), std::string::npos) << text;
+  EXPECT_NE(text.find("0.35"), std::string::npos) << text;
+}
+
 // A lowered tiny Llama (2 layers, split-KV attention by head group, 4 GEMV tiles per projection)
 // with pseudo-random stamps; the table is checked against sums computed here by regex.
 class LoweredStepTrace : public ::testing::Test {

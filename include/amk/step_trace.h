@@ -64,6 +64,12 @@ struct LevelRow {
   double gbs = 0;           // bytes / span_us (NaN for an empty span)
   double pct_of_ceiling = 0;
   double exposed_us = 0;    // span_us - floor_us
+  // The gate's latency: the median, over the level's tasks that were already waiting when their
+  // last wait was met, of op begin minus that moment (the signal's hop and the poll round that
+  // saw it). A wait on counter c with threshold k is met at the k-th earliest op end of the
+  // tasks that signal c (op end is stamped after the signal). NaN when no task of the level
+  // waited (or its producers did not all run).
+  double gate_us = 0;
 };
 
 struct LayerTable {
@@ -92,7 +98,7 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
 
 // The table as text: a header line, one row per level, the layer's total row, and the step's
 // span line. Columns: level, tasks, KB, floor µs, span µs, from prev µs, GB/s, % ceiling,
-// exposed µs.
+// exposed µs, gate µs.
 std::string format_layer_table(const LayerTable& table);
 
 // `amk bench --trace PATH`: writes chrome_trace_json to `path` and returns the text to print

@@ -177,6 +177,40 @@ std::vector<int64_t> dependency_depths(const Program& program) {
   return depth;
 }
 
+// When each wait of the step is met: per counter, the op ends of the tasks that signal it, in
+// order (op end is stamped after the signal).
+struct GateMoments {
+  std::map<int64_t, std::vector<uint64_t>> signals;
+  // The moment the task's last wait was met; none for a task without waits or a wait whose
+  // threshold more signals than ran would meet.
+  std::optional<uint64_t> ready(const Task& task) const {
+    std::optional<uint64_t> at;
+    for (const Wait& w : task.waits) {
+      const auto it = signals.find(w.counter);
+      if (w.threshold < 1 || it == signals.end() || int64_t(it->second.size()) < w.threshold)
+        return std::nullopt;
+      at = std::max(at.value_or(0), it->second[size_t(w.threshold - 1)]);
+    }
+    return at;
+  }
+};
+GateMoments gate_moments(const Program& program, const std::vector<TaskStamps>& stamps) {
+  GateMoments m;
+  for (size_t i = 0; i < program.tasks.size(); ++i)
+    if (ran(stamps[i])) m.signals[program.tasks[i].out_counter].push_back(stamps[i].op_end);
+  for (auto& [counter, ends] : m.signals) std::sort(ends.begin(), ends.end());
+  return m;
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return kNaN;
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(mid), v.end());
+  const double hi = v[mid];
+  if (v.size() % 2 == 1) return hi;
+  return (*std::max_element(v.begin(), v.begin() + std::ptrdiff_t(mid)) + hi) / 2;
+}
+
 }  // namespace
 
 LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& stamps,
@@ -199,7 +233,9 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     size_t first = SIZE_MAX;
     uint64_t begin = UINT64_MAX, end = 0;
     int64_t depth = INT64_MAX;  // the shallowest of its tasks
+    std::vector<double> gates;  // LevelRow::gate_us's samples
   };
+  const GateMoments met = gate_moments(program, stamps);
   std::map<std::string, Level> levels;
   const std::vector<int64_t> depth = dependency_depths(program);
   uint64_t step_begin = UINT64_MAX, step_end = 0;
@@ -223,6 +259,8 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     level.begin = std::min(level.begin, s.op_begin);
     level.end = std::max(level.end, s.op_end);
     level.depth = std::min(level.depth, depth[i]);
+    if (const std::optional<uint64_t> ready = met.ready(task); ready && s.wait_begin < *ready)
+      level.gates.push_back(us_since(s.op_begin, *ready));
   }
   if (table.step_tasks > 0) table.step_span_us = us_since(step_end, step_begin);
   table.step_floor_us = floor_of(table.step_bytes, ceiling_gbs);
@@ -246,6 +284,7 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     LevelRow& r = level.row;
     const uint64_t prev_end = k > 0 ? ordered[k - 1].end : before_end.value_or(level.begin);
     finish_row(r, origin, level.begin, level.end, prev_end, ceiling_gbs);
+    r.gate_us = median_of(level.gates);
     total.tasks += r.tasks;
     total.bytes += r.bytes;
     total_begin = std::min(total_begin, level.begin);
@@ -266,14 +305,20 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     same->row.bytes += level.row.bytes;
     same->begin = std::min(same->begin, level.begin);
     same->end = std::max(same->end, level.end);
+    same->gates.insert(same->gates.end(), level.gates.begin(), level.gates.end());
   }
   for (size_t k = 0; k < merged.size(); ++k) {
     LevelRow& r = merged[k].row;
     const uint64_t prev_end = k > 0 ? merged[k - 1].end : before_end.value_or(merged[k].begin);
     finish_row(r, origin, merged[k].begin, merged[k].end, prev_end, ceiling_gbs);
+    r.gate_us = median_of(merged[k].gates);
     table.dependency_levels.push_back(r);
   }
   finish_row(total, origin, total_begin, total_end, before_end.value_or(total_begin), ceiling_gbs);
+  std::vector<double> all_gates;
+  for (const Level& level : ordered)
+    all_gates.insert(all_gates.end(), level.gates.begin(), level.gates.end());
+  total.gate_us = median_of(all_gates);
   return table;
 }
 
@@ -317,15 +362,18 @@ std::string format_layer_table(const LayerTable& t) {
   std::string out = fmt::format(
       "layer {}, one level per stage in start order: span = first op begin -> last op end;\n"
       "from prev = its end - the previous level's end; floor = est_bytes / {} GB/s; exposed = "
-      "span - floor\n",
+      "span - floor;\ngate = median op begin - the moment its last wait was met, over the tasks "
+      "already waiting then\n",
       t.layer, num(t.ceiling_gbs, 0));
-  const std::vector<std::string> header{"level",  "tasks", "KB",        "floor µs",  "span µs",
-                                        "from prev µs", "GB/s", "% ceiling", "exposed µs"};
+  const std::vector<std::string> header{"level",     "tasks",      "KB",      "floor µs",
+                                        "span µs",   "from prev µs", "GB/s",  "% ceiling",
+                                        "exposed µs", "gate µs"};
   const auto cells = [](const LevelRow& r) {
     return std::vector<std::string>{
         r.stage,           std::to_string(r.tasks),   num(double(r.bytes) / 1e3, 1),
         num(r.floor_us, 2), num(r.span_us, 2),        num(r.from_prev_us, 2),
-        num(r.gbs, 0),     num(r.pct_of_ceiling, 1), num(r.exposed_us, 2)};
+        num(r.gbs, 0),     num(r.pct_of_ceiling, 1), num(r.exposed_us, 2),
+        num(r.gate_us, 2)};
   };
   if (t.levels.empty()) {
     out += "(no task of this layer ran)\n";
