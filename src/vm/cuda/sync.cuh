@@ -67,29 +67,40 @@ __device__ __forceinline__ uint32_t wait_target(const amk_program_t& prog, int c
   return epoch * prog.counter_step_increment[counter] + uint32_t(threshold);
 }
 
-// Thread 0's spin on one counter. Each poll is one L2 round trip (0.3-1.5 us), which already
-// paces it: the first kBusyPolls polls follow each other without a sleep, since a sleep that
-// the signal lands in is added whole to a hop of the layer's dependency chain (the 32-256 ns
+// The pace of a counter spin. Each poll is one L2 round trip (0.3-1.5 us), which already paces
+// it: the first kBusyPolls rounds follow each other without a sleep, since a sleep that the
+// signal lands in is added whole to a hop of the layer's dependency chain (the 32-256 ns
 // back-off cost ~0.1-0.2 us a hop). Past them (a task waiting out a whole level or step), an
-// exponential back-off up to 256 ns. The abort flag is polled every AbortPoll::kAbortPollRounds
-// rounds (so a round is one L2 read, not two in series). False when the launch is being aborted.
+// exponential back-off up to 256 ns.
+struct PollBackoff {
+  static constexpr unsigned kBusyPolls = 256;
+  unsigned sleep_ns = 32;
+  // After a round that did not see its target; `rounds` counts them (AbortPoll::rounds).
+  __device__ __forceinline__ void after(unsigned rounds) {
+    if (rounds < kBusyPolls) return;
+    __nanosleep(sleep_ns);
+    if (sleep_ns < 256) sleep_ns <<= 1;
+  }
+};
+
+// Thread 0's spin on one counter, paced by PollBackoff. The abort flag is polled every
+// AbortPoll::kAbortPollRounds rounds (so a round is one L2 read, not two in series). False when
+// the launch is being aborted.
 __device__ __forceinline__ bool spin_until_reached(const amk_program_t& prog, int counter,
                                                    uint32_t target) {
-  constexpr unsigned kBusyPolls = 256;
   const uint32_t* addr = prog.counters + counter;
-  unsigned sleep_ns = 32;
+  PollBackoff backoff;
   AbortPoll poll;
   while (load_acquire_gpu(addr) < target) {
     if (poll.aborting(prog)) return false;
-    if (poll.rounds < kBusyPolls) continue;
-    __nanosleep(sleep_ns);
-    if (sleep_ns < 256) sleep_ns <<= 1;
+    backoff.after(poll.rounds);
   }
   return true;
 }
 
-// The step position (-1 for programs without one). Read only after the task's gate: the sink of
-// the previous step (another SM) advanced it. Volatile: never a stale L1 line.
+// The step position (-1 for programs without one). Read after the task's gate, or before it
+// where OpContext::pos_visible says the CTA may: the sink of the previous step (another SM)
+// advanced it. Volatile: never a stale L1 line.
 __device__ __forceinline__ int32_t step_position(const amk_program_t& prog) {
   if (prog.pos_buffer < 0) return -1;
   return *static_cast<volatile const int32_t*>(prog.buffers[prog.pos_buffer].ptr);
@@ -112,7 +123,7 @@ struct SeenCounter {
 // trip per wait in turn (0.5-0.8 us each under the weight stream: the attention's gate took
 // 1.7-2.6 us after q/k/v ended, a one-wait GEMV's 0.5-0.7). Each polling lane's ld.acquire and
 // the consumer barrier after the loop order the whole CTA after every producer. The abort flag
-// and the back-off are as spin_until_reached's, decided warp-wide.
+// and the back-off (PollBackoff) are as spin_until_reached's, decided warp-wide.
 static_assert(AMK_MAX_WAITS <= 32, "one lane of warp 0 a wait");
 __device__ __forceinline__ bool wait_for_inputs(const amk_program_t& prog,
                                                 const amk_instruction_t& inst, uint32_t epoch,
@@ -126,8 +137,7 @@ __device__ __forceinline__ bool wait_for_inputs(const amk_program_t& prog,
       target = wait_target(prog, c, inst.wait_threshold[tid], epoch);
       if (c == seen.counter && seen.value >= target) c = -1;
     }
-    constexpr unsigned kBusyPolls = 256;
-    unsigned sleep_ns = 32;
+    PollBackoff backoff;
     AbortPoll poll;
     const uint32_t* addr = prog.counters + (c >= 0 ? c : 0);
     while (!__all_sync(0xffffffffu, c < 0 || load_acquire_gpu(addr) >= target)) {
@@ -135,9 +145,7 @@ __device__ __forceinline__ bool wait_for_inputs(const amk_program_t& prog,
         aborted = true;
         break;
       }
-      if (poll.rounds < kBusyPolls) continue;
-      __nanosleep(sleep_ns);
-      if (sleep_ns < 256) sleep_ns <<= 1;
+      backoff.after(poll.rounds);
     }
     if (!aborted && c >= 0) seen = {c, target};
   }
