@@ -5,6 +5,7 @@
 
 #include <array>
 #include <map>
+#include <set>
 #include <string>
 
 #include "amk/lowering.h"
@@ -41,14 +42,16 @@ void expect_projection_tiles(const ScheduleConfig& c, const std::array<int64_t, 
 }
 
 // Llama-3.2-1B on 132 SMs, by hand (rows in multiples of 4, the bulk store's 16 bytes of F32
-// outputs): q/k/v 2048 + 2 x 512 rows -> ceil(3072 / 132) = 24; gate/up 2 x 8192 ->
+// outputs): 512 keys -> 8 blocks of 64 x 8 KV heads = 64 attention block tasks (<= 66, half the
+// SMs), so q/k/v 2048 + 2 x 512 rows go over the other 68: ceil(3072 / 68) = 46 -> 48 rows
+// (43 + 11 + 11 = 65 tiles <= 68); gate/up 2 x 8192 ->
 // ceil(16384 / 132) = 125 rows a SM -> GLU tiles of ceil(125 / 2) = 63 -> 64 features (128 rows:
 // 128 tiles), up_proj absent (the GLU tiles are gate_proj's); o/down 2048 -> 16; lm_head
 // min(ceil(128256 / 132) = 972, 32 KiB of partials / (4 bytes x 8 strips of a 4 KiB row) = 1024)
-// = 972; argmax 972 (a multiple of 4); 512 keys -> 8 blocks of 64 (64 tasks: they fit).
+// = 972; argmax 972 (a multiple of 4).
 TEST(DefaultScheduleConfig, Llama32_1bOnH100) {
   const ScheduleConfig c = default_schedule_config(preset("llama-3.2-1b"), h100(), 512);
-  expect_projection_tiles(c, {24, 24, 24, 16, 64, -1, 16});
+  expect_projection_tiles(c, {48, 48, 48, 16, 64, -1, 16});
   EXPECT_EQ(n_tile(c, "lm_head", "N_tile"), 972);
   EXPECT_EQ(n_tile(c, "sample_argmax", "N_tile"), 972);
   EXPECT_EQ(n_tile(c, "attention", "kv_block"), 64);
@@ -187,9 +190,48 @@ TEST(DefaultScheduleConfig, EveryLevelUsesAboutEverySm) {
     for (const auto& [level, shape] : levels) {
       SCOPED_TRACE(level);
       const auto [bytes, projections] = shape;
-      EXPECT_GE(tiles[level], std::min(sms / 2, bytes / (16 * 1024) / 2));
+      // q/k/v leave the attention's block tasks SMs of their own (at most half of them).
+      const int64_t over = level == "qkv" ? sms - std::min(tiles["attention"], sms / 2) : sms;
+      EXPECT_GE(tiles[level], std::min(over / 2, bytes / (16 * 1024) / 2));
       EXPECT_LE(tiles[level], sms + projections);
       EXPECT_LE(tiles[level], bytes / (16 * 1024) + projections);  // >= 16 KiB a tile
+    }
+  }
+}
+
+// Where the attention level's block tasks take at most half the SMs, the q/k/v tiles leave them
+// SMs of their own: in every layer of the round_robin program no SM that runs a q/k/v tile runs
+// one of that layer's block tasks. qwen3-0.6b's q/k/v take 64 rows (32 + 16 + 16 tiles beside 64
+// block tasks; 32 rows was 128 tiles); smollm2-135m's 24 block tasks leave its 16-row tiles as
+// they were; at a 4,096 context the 1B's 128 block tasks are more than half the SMs, and q/k/v
+// spread over every SM as before (24 rows).
+TEST(DefaultScheduleConfig, QkvTilesLeaveTheAttentionBlocksSmsOfTheirOwn) {
+  EXPECT_EQ(n_tile(default_schedule_config(preset("qwen3-0.6b"), h100(), 512), "q_proj", "N_tile"),
+            64);
+  EXPECT_EQ(
+      n_tile(default_schedule_config(preset("smollm2-135m"), h100(), 512), "q_proj", "N_tile"), 16);
+  EXPECT_EQ(
+      n_tile(default_schedule_config(preset("llama-3.2-1b"), h100(), 4096), "q_proj", "N_tile"),
+      24);
+  for (const char* name : {"llama-3.2-1b", "qwen3-0.6b", "smollm2-135m", "llama-3.1-8b"}) {
+    SCOPED_TRACE(name);
+    const ModelConfig m = preset(name);
+    const Program p = lower(m, default_schedule_config(m, h100(), 512), h100(), 512);
+    std::map<int64_t, std::set<int64_t>> qkv_sms, attention_sms;  // layer -> SMs
+    for (const Task& t : p.tasks) {
+      if (!t.label.starts_with("L") || !t.sm) continue;
+      const int64_t layer = std::stoll(t.label.substr(1, t.label.find('.') - 1));
+      const std::string stage = t.label.substr(t.label.find('.') + 1);
+      if (stage.starts_with("q_proj[") || stage.starts_with("k_proj[") ||
+          stage.starts_with("v_proj["))
+        qkv_sms[layer].insert(*t.sm);
+      if (stage.starts_with("attention[")) attention_sms[layer].insert(*t.sm);
+    }
+    ASSERT_EQ(qkv_sms.size(), size_t(m.num_hidden_layers));
+    ASSERT_EQ(attention_sms.size(), size_t(m.num_hidden_layers));
+    for (const auto& [layer, sms] : attention_sms) {
+      SCOPED_TRACE(layer);
+      for (const int64_t sm : sms) EXPECT_FALSE(qkv_sms[layer].contains(sm)) << "SM " << sm;
     }
   }
 }

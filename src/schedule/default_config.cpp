@@ -21,9 +21,28 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
                                        int64_t max_context) {
   ScheduleConfig c;
   const int64_t sms = std::max<int64_t>(target.num_sms, 1);
-  // Rows of one level over every SM: the tiles of one level (which may span several
-  // projections that wait on the same input) number about one per SM.
-  const auto per_sm = [&](int64_t rows) { return std::max<int64_t>(1, ceil_div(rows, sms)); };
+  // Split-KV blocks of 64 keys, each KV head its own task, the blocks doubled until the level's
+  // tasks (KV heads x blocks) take one SM each: the level lasts one task's walk, and a task's walk
+  // is dependent compute (~2.2 µs a 64-key block), so two on an SM double it. More than 8 blocks
+  // merge through a two-level combine tree (kMaxKvBlocks at most), whose second level costs less
+  // than the shorter walks save now that the blocks come first in the list (lower.cpp): llama-3.2-1b
+  // at a 4,096 context on the H100, 256-key blocks (128 tasks, tree) 1297 µs/token against 512
+  // (64 tasks) 1356 and 128 (256 tasks) 1402 (bench/RESULTS.md, twenty-seventh session). A
+  // context of one block stays one task per layer.
+  // (parse_model_config fills num_key_value_heads from num_attention_heads where it is absent.)
+  const int64_t kv_heads = std::max<int64_t>(1, m.num_key_value_heads);
+  int64_t kv_block = 64;
+  while (ceil_div(max_context, kv_block) > kMaxKvBlocks ||
+         (ceil_div(max_context, kv_block) > kMaxInputs &&
+          kv_heads * ceil_div(max_context, kv_block) > sms))
+    kv_block *= 2;
+  const int64_t kv_blocks = ceil_div(max_context, kv_block);
+  const bool split_kv = kv_blocks >= 2;
+  // Rows of one level over `over` SMs (every SM unless said otherwise): the tiles of one level
+  // (which may span several projections that wait on the same input) number about one per SM.
+  const auto per_sm = [&](int64_t rows, int64_t over) {
+    return std::max<int64_t>(1, ceil_div(rows, over));
+  };
   // ... but no GEMV tile streams less than kMinTileBytes of BF16 rows of length k. On a small
   // model one tile per SM makes tasks of a few KiB whose fixed costs (the gate pass, the release,
   // one more signal on the level's counter) bound the level, not their bytes: fewer, wider tiles
@@ -44,21 +63,41 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
     return ceil_div(rows, kOutputGranule) * kOutputGranule;
   };
   // (At most the projection's rows: a wider tile is the same program.)
-  const auto tile_rows = [&](int64_t level_rows, int64_t k, int64_t rows) {
+  const auto tile_rows = [&](int64_t level_rows, int64_t k, int64_t rows, int64_t over) {
     const int64_t min_rows = ceil_div(kMinTileBytes, 2 * std::max<int64_t>(k, 1));
-    return std::min(granular(std::max(per_sm(level_rows), min_rows)), std::max<int64_t>(rows, 1));
+    return std::min(granular(std::max(per_sm(level_rows, over), min_rows)),
+                    std::max<int64_t>(rows, 1));
   };
+  // The q/k/v tiles leave the attention level's block tasks SMs of their own where both fit
+  // with q/k/v on at least half the SMs (round_robin deals the layer's list out in order: the
+  // block tasks follow the q/k/v tiles). An attention task's work before its gate (RoPE's
+  // angles, the head norm's weights, its first block's copies: ops/attention.cuh) then runs
+  // while the q/k/v tiles stream, not after its SM's own tile, which made the attention's gate
+  // the layer's slowest (3.6 µs on qwen3-0.6b against 0.4-1.3 for the GEMV levels). Measured on
+  // the H100 (bench/RESULTS.md, thirtieth session, one round): qwen3-0.6b's 32-row q/k/v tiles
+  // (128 tiles beside 64 block tasks) against 64-row ones (64 tiles) 1130.8 -> 1063.4 µs/token
+  // (-6.0 %); smollm2-135m (24 block tasks) keeps its 16-row tiles, a 4,096 context (more
+  // block tasks than half the SMs) every SM.
+  const int64_t attention_tasks = split_kv ? kv_heads * kv_blocks : 0;
+  const int64_t qkv_sms = attention_tasks <= sms / 2 ? sms - attention_tasks : sms;
   const int64_t qkv_rows = m.q_dim() + 2 * m.kv_dim();
-  const int64_t q = tile_rows(qkv_rows, m.hidden_size, m.q_dim());
-  const int64_t kv = tile_rows(qkv_rows, m.hidden_size, m.kv_dim());
+  int64_t qkv_tile = tile_rows(qkv_rows, m.hidden_size, qkv_rows, qkv_sms);
+  // Each projection's last tile may be ragged: widen until the tiles themselves fit.
+  const auto qkv_tiles = [&](int64_t r) {
+    return ceil_div(m.q_dim(), r) + 2 * ceil_div(m.kv_dim(), r);
+  };
+  while (qkv_sms < sms && qkv_tile < qkv_rows && qkv_tiles(qkv_tile) > qkv_sms)
+    qkv_tile += kOutputGranule;
+  const int64_t q = std::min(qkv_tile, std::max<int64_t>(m.q_dim(), 1));
+  const int64_t kv = std::min(qkv_tile, std::max<int64_t>(m.kv_dim(), 1));
   // Gate and up share GLU tiles (the [gemv, silu_mul] group below), each reading its features'
   // gate rows and up rows: half the level's rows per SM, in features.
   const int64_t gate_up_rows =
-      tile_rows(2 * m.intermediate_size, m.hidden_size, 2 * m.intermediate_size);
+      tile_rows(2 * m.intermediate_size, m.hidden_size, 2 * m.intermediate_size, sms);
   const int64_t gate_up =
       std::min(granular(ceil_div(gate_up_rows, 2)), std::max<int64_t>(m.intermediate_size, 1));
-  const int64_t o_proj = tile_rows(m.hidden_size, m.q_dim(), m.hidden_size);
-  const int64_t down = tile_rows(m.hidden_size, m.intermediate_size, m.hidden_size);
+  const int64_t o_proj = tile_rows(m.hidden_size, m.q_dim(), m.hidden_size, sms);
+  const int64_t down = tile_rows(m.hidden_size, m.intermediate_size, m.hidden_size, sms);
   // The lm_head: one tile per SM, as every other level. It used to be capped at ~1 MiB of BF16
   // rows (several tiles per SM, so the ring pipelines from one into the next), and one tile per
   // SM measured faster on the H100 (bench/RESULTS.md, 2026-11-24, ninth session): llama-3.2-1b
@@ -71,7 +110,7 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   const int64_t lm_strips = cuda::gemv_strips_per_row(2 * m.hidden_size);
   const int64_t lm_cap = std::max<int64_t>(1, kMaxLmPartialBytes / (4 * lm_strips));
   const int64_t lm_head =
-      std::min({granular(per_sm(m.vocab_size)),
+      std::min({granular(per_sm(m.vocab_size, sms)),
                 std::max(kOutputGranule, lm_cap / kOutputGranule * kOutputGranule),
                 std::max<int64_t>(m.vocab_size, 1)});
   c.tiling = {
@@ -80,25 +119,9 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
       {"gate_proj", {{"N_tile", gate_up}}},  {"down_proj", {{"N_tile", down}}},
       {"lm_head", {{"N_tile", lm_head}}},
       // One partial argmax per SM, slices of a multiple of 4 logits (16-byte loads).
-      {"sample_argmax", {{"N_tile", ceil_div(per_sm(m.vocab_size), 4) * 4}}},
+      {"sample_argmax", {{"N_tile", ceil_div(per_sm(m.vocab_size, sms), 4) * 4}}},
   };
-  // Split-KV blocks of 64 keys, each KV head its own task, the blocks doubled until the level's
-  // tasks (KV heads x blocks) take one SM each: the level lasts one task's walk, and a task's walk
-  // is dependent compute (~2.2 µs a 64-key block), so two on an SM double it. More than 8 blocks
-  // merge through a two-level combine tree (kMaxKvBlocks at most), whose second level costs less
-  // than the shorter walks save now that the blocks come first in the list (lower.cpp): llama-3.2-1b
-  // at a 4,096 context on the H100, 256-key blocks (128 tasks, tree) 1297 µs/token against 512
-  // (64 tasks) 1356 and 128 (256 tasks) 1402 (bench/RESULTS.md, twenty-seventh session). A
-  // context of one block stays one task per layer.
-  // (parse_model_config fills num_key_value_heads from num_attention_heads where it is absent.)
-  const int64_t kv_heads = std::max<int64_t>(1, m.num_key_value_heads);
-  int64_t kv_block = 64;
-  while (ceil_div(max_context, kv_block) > kMaxKvBlocks ||
-         (ceil_div(max_context, kv_block) > kMaxInputs &&
-          kv_heads * ceil_div(max_context, kv_block) > sms))
-    kv_block *= 2;
-  if (ceil_div(max_context, kv_block) >= 2)
-    c.tiling.push_back({"attention", {{"kv_block", kv_block}, {"kv_heads", 1}}});
+  if (split_kv) c.tiling.push_back({"attention", {{"kv_block", kv_block}, {"kv_heads", 1}}});
   // [gemv, silu_mul] takes the SiLU out of down_proj's prologue (two vectors of intermediate
   // floats loaded after its wait) into the gate/up tiles' epilogue, so [silu_mul, gemv] has
   // nothing left to fuse and is not listed.
