@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -213,6 +214,40 @@ TEST(Autoresearch, AMinutesBudgetStopsTheCampaign) {
   // The time budget is spent, so the orchestrator says STOP and why.
   EXPECT_EQ(j["next"]["decision"], "STOP");
   EXPECT_NE(j["next"]["reasons"].dump().find("time budget"), std::string::npos) << j.dump();
+}
+
+// The systematic sweep (no prior, no exploration) gives every knob a turn before any knob a
+// second: each proposal takes the least-swept knob's neighbours, so a keep does not send the
+// sweep back to the first tier. (It used to: a GPU campaign on the 1B spent 18 of 44
+// experiments on pipelining_depth and never reached smem_bytes_per_block.)
+TEST(Autoresearch, TheSweepGivesEveryKnobATurnBeforeAnyASecond) {
+  Workdir w("amk_test_autoresearch_sweep_");
+  const auto r = run_amk("autoresearch " + model() +
+                         " --gpu h100 --device sim --cold --epsilon 0 --seed 2 --iters 26 "
+                         "--workdir " + shell_quote(w.path.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto rows = amk::eval::read_results(w.path / "results.tsv");
+  ASSERT_EQ(rows.size(), 26u);
+  std::vector<std::string> knobs;  // each sweep row's knob, in order
+  int keeps = 0;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const std::string& d = rows[i].description;
+    const size_t at = d.find("sweep: ");
+    ASSERT_NE(at, std::string::npos) << d;
+    knobs.push_back(d.substr(at + 7, d.find(' ', at + 7) - at - 7));
+    keeps += rows[i].kept == "keep";
+  }
+  EXPECT_GT(keeps, 0) << "no keep: the test would not see a restart";
+  const std::set<std::string> distinct(knobs.begin(), knobs.end());
+  ASSERT_GE(distinct.size(), 10u);
+  // The first |distinct| sweeps are all different knobs.
+  const std::set<std::string> first(knobs.begin(), knobs.begin() + ptrdiff_t(distinct.size()));
+  EXPECT_EQ(first.size(), distinct.size());
+  // And the state remembers the counts, so a resumed campaign goes on where it stopped.
+  const auto state = nlohmann::json::parse(std::ifstream(w.path / "state.json"));
+  int64_t counted = 0;
+  for (const auto& [knob, n] : state.at("knob_proposals").items()) counted += n.get<int64_t>();
+  EXPECT_EQ(counted, int64_t(knobs.size()));
 }
 
 size_t open_fds() {

@@ -36,6 +36,9 @@ struct CampaignState {
   int64_t kept = 0, screened = 0, worker_starts = 0;
   std::map<std::string, int64_t> counts;  // correctness word -> experiments
   std::set<std::string> tried;            // schedule ids evaluated (or screened out)
+  // Knob -> its one-knob proposals so far (evaluated or screened out): the systematic sweep
+  // takes the least-swept knob's neighbours first (campaign.cpp).
+  std::map<std::string, int64_t> knob_proposals;
   std::vector<std::string> warm_queue;    // the prior's warm-start configs not yet tried (JSON)
   bool done = false;                      // the loop's sweep found no untried neighbour
   std::string done_reason;

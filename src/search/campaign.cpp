@@ -103,7 +103,19 @@ class Proposer {
           p = std::move(nbrs[order.front().second]);
           p.source = "prior";
         } else {
-          p = std::move(nbrs.front());  // the systematic sweep, §5B tier order
+          // The systematic sweep: the least-swept knob's neighbours first, §5B tier order
+          // among equals. Restarting at the first tier after every keep (a noise-level "simpler"
+          // keep included) spent 18 of a 44-experiment GPU campaign on pipelining_depth and
+          // never reached smem_bytes_per_block, which a direct A/B then measured at -2.3 %
+          // (bench/RESULTS.md, thirtieth session).
+          const auto swept = [&](const Proposal& n) {
+            const auto it = s.knob_proposals.find(n.knob);
+            return it == s.knob_proposals.end() ? int64_t{0} : it->second;
+          };
+          const auto least = std::min_element(
+              nbrs.begin(), nbrs.end(),
+              [&](const Proposal& a, const Proposal& b) { return swept(a) < swept(b); });
+          p = std::move(*least);
         }
       }
       if (!s.tried.contains(schedule_id(p.config))) return p;
@@ -246,6 +258,7 @@ CampaignSummary run_campaign(const CampaignOptions& o, std::ostream& log) {
         ++s.screened;
         ++screened_in_row;
         s.tried.insert(id);
+        if (p->knob != "*") ++s.knob_proposals[p->knob];
         std::ofstream(o.workdir / kScreenedFile, std::ios::app)
             << nlohmann::json({{"schedule_id", id},
                                {"change", p->change},
@@ -257,6 +270,7 @@ CampaignSummary run_campaign(const CampaignOptions& o, std::ostream& log) {
       }
     }
     screened_in_row = 0;
+    if (p->knob != "*") ++s.knob_proposals[p->knob];
 
     const eval::Verdict v = worker.evaluate(p->config, k);
     const eval::Verdict* inc = k == 1 ? nullptr : s.incumbent ? &*s.incumbent : nullptr;

@@ -52,6 +52,7 @@ std::string campaign_state_to_json(const CampaignState& s) {
   j["worker_starts"] = s.worker_starts;
   j["counts"] = s.counts;
   j["tried"] = s.tried;
+  j["knob_proposals"] = s.knob_proposals;
   nlohmann::ordered_json warm = nlohmann::ordered_json::array();
   for (const auto& w : s.warm_queue) warm.push_back(nlohmann::ordered_json::parse(w));
   j["warm_queue"] = warm;
@@ -93,6 +94,7 @@ CampaignState campaign_state_from_json(const std::string& text, const std::strin
     s.worker_starts = j.value("worker_starts", int64_t{0});
     s.counts = j.value("counts", std::map<std::string, int64_t>{});
     s.tried = j.value("tried", std::set<std::string>{});
+    s.knob_proposals = j.value("knob_proposals", std::map<std::string, int64_t>{});
     for (const auto& w : j.value("warm_queue", nlohmann::ordered_json::array())) s.warm_queue.push_back(w.dump());
     s.done = j.value("done", false);
     s.done_reason = j.value("done_reason", "");
