@@ -190,9 +190,20 @@ TEST(StepTrace, GateIsOpBeginMinusTheMomentTheLastWaitWasMet) {
   EXPECT_NEAR(gate.at("attention"), 0.35, 1e-12);
   EXPECT_TRUE(std::isnan(gate.at("o_proj")));
   EXPECT_NEAR(t.total.gate_us, 0.35, 1e-12);
+  // h2 began waiting at 3500, after its waits were met at 3000: late, and in met→op (1.0) with
+  // h0's 0.4 and h1's 0.3, where gate leaves it out.
+  std::map<std::string, const eval::LevelRow*> row;
+  for (const eval::LevelRow& r : t.levels) row[r.stage] = &r;
+  EXPECT_EQ(row.at("attention")->late_tasks, 1);
+  EXPECT_NEAR(row.at("attention")->met_to_begin_us, 0.4, 1e-12);
+  EXPECT_EQ(row.at("q_proj")->late_tasks, 0);
+  EXPECT_TRUE(std::isnan(row.at("q_proj")->met_to_begin_us));
+  EXPECT_EQ(t.total.late_tasks, 1);
+  EXPECT_NEAR(t.total.met_to_begin_us, 0.4, 1e-12);
   const std::string text = eval::format_layer_table(t);
   EXPECT_NE(text.find("gate µs"), std::string::npos) << text;
   EXPECT_NE(text.find("0.35"), std::string::npos) << text;
+  EXPECT_NE(text.find("met→op µs"), std::string::npos) << text;
 }
 
 // A lowered tiny Llama (2 layers, split-KV attention by head group, 4 GEMV tiles per projection)

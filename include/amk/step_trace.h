@@ -70,6 +70,15 @@ struct LevelRow {
   // tasks that signal c (op end is stamped after the signal). NaN when no task of the level
   // waited (or its producers did not all run).
   double gate_us = 0;
+  // The tasks that began waiting only after their last wait was met: their SM, still busy with
+  // its previous task (or the task's own work before its gate), held them back, not their inputs.
+  // gate_us leaves them out; on qwen3-0.6b 60 of the attention's 64 block tasks sat behind a
+  // q_proj tile of their own layer until the derived default gave them SMs of their own.
+  int64_t late_tasks = 0;
+  // The median, over every task of the level whose waits were met (late ones included), of op
+  // begin minus that moment: how long the level's tasks took to start once they could. NaN
+  // when none of them waited.
+  double met_to_begin_us = 0;
 };
 
 struct LayerTable {
@@ -98,7 +107,7 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
 
 // The table as text: a header line, one row per level, the layer's total row, and the step's
 // span line. Columns: level, tasks, KB, floor µs, span µs, from prev µs, GB/s, % ceiling,
-// exposed µs, gate µs.
+// exposed µs, gate µs, late, met→op µs.
 std::string format_layer_table(const LayerTable& table);
 
 // `amk bench --trace PATH`: writes chrome_trace_json to `path` and returns the text to print

@@ -209,7 +209,8 @@ int run_sim(const SimCommandOptions& opt) {
         levels.push_back({{"stage", row.stage}, {"tasks", row.tasks}, {"bytes", row.bytes},
                           {"floor_us", row.floor_us}, {"span_us", row.span_us},
                           {"from_prev_us", row.from_prev_us}, {"exposed_us", row.exposed_us},
-                          {"gate_us", row.gate_us}});
+                          {"gate_us", row.gate_us}, {"late_tasks", row.late_tasks},
+                          {"met_to_begin_us", row.met_to_begin_us}});
       j["layer"] = table.layer;
       j["levels"] = levels;
       j["layer_span_us"] = table.total.span_us;

@@ -234,6 +234,7 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     uint64_t begin = UINT64_MAX, end = 0;
     int64_t depth = INT64_MAX;  // the shallowest of its tasks
     std::vector<double> gates;  // LevelRow::gate_us's samples
+    std::vector<double> starts;  // LevelRow::met_to_begin_us's samples
   };
   const GateMoments met = gate_moments(program, stamps);
   std::map<std::string, Level> levels;
@@ -259,8 +260,13 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     level.begin = std::min(level.begin, s.op_begin);
     level.end = std::max(level.end, s.op_end);
     level.depth = std::min(level.depth, depth[i]);
-    if (const std::optional<uint64_t> ready = met.ready(task); ready && s.wait_begin < *ready)
-      level.gates.push_back(us_since(s.op_begin, *ready));
+    if (const std::optional<uint64_t> ready = met.ready(task)) {
+      level.starts.push_back(us_since(s.op_begin, *ready));
+      if (s.wait_begin < *ready)
+        level.gates.push_back(us_since(s.op_begin, *ready));
+      else
+        ++level.row.late_tasks;
+    }
   }
   if (table.step_tasks > 0) table.step_span_us = us_since(step_end, step_begin);
   table.step_floor_us = floor_of(table.step_bytes, ceiling_gbs);
@@ -285,7 +291,9 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     const uint64_t prev_end = k > 0 ? ordered[k - 1].end : before_end.value_or(level.begin);
     finish_row(r, origin, level.begin, level.end, prev_end, ceiling_gbs);
     r.gate_us = median_of(level.gates);
+    r.met_to_begin_us = median_of(level.starts);
     total.tasks += r.tasks;
+    total.late_tasks += r.late_tasks;
     total.bytes += r.bytes;
     total_begin = std::min(total_begin, level.begin);
     total_end = std::max(total_end, level.end);
@@ -305,20 +313,26 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     same->row.bytes += level.row.bytes;
     same->begin = std::min(same->begin, level.begin);
     same->end = std::max(same->end, level.end);
+    same->row.late_tasks += level.row.late_tasks;
     same->gates.insert(same->gates.end(), level.gates.begin(), level.gates.end());
+    same->starts.insert(same->starts.end(), level.starts.begin(), level.starts.end());
   }
   for (size_t k = 0; k < merged.size(); ++k) {
     LevelRow& r = merged[k].row;
     const uint64_t prev_end = k > 0 ? merged[k - 1].end : before_end.value_or(merged[k].begin);
     finish_row(r, origin, merged[k].begin, merged[k].end, prev_end, ceiling_gbs);
     r.gate_us = median_of(merged[k].gates);
+    r.met_to_begin_us = median_of(merged[k].starts);
     table.dependency_levels.push_back(r);
   }
   finish_row(total, origin, total_begin, total_end, before_end.value_or(total_begin), ceiling_gbs);
-  std::vector<double> all_gates;
-  for (const Level& level : ordered)
+  std::vector<double> all_gates, all_starts;
+  for (const Level& level : ordered) {
     all_gates.insert(all_gates.end(), level.gates.begin(), level.gates.end());
+    all_starts.insert(all_starts.end(), level.starts.begin(), level.starts.end());
+  }
   total.gate_us = median_of(all_gates);
+  total.met_to_begin_us = median_of(all_starts);
   return table;
 }
 
@@ -363,17 +377,18 @@ std::string format_layer_table(const LayerTable& t) {
       "layer {}, one level per stage in start order: span = first op begin -> last op end;\n"
       "from prev = its end - the previous level's end; floor = est_bytes / {} GB/s; exposed = "
       "span - floor;\ngate = median op begin - the moment its last wait was met, over the tasks "
-      "already waiting then\n",
+      "already waiting then;\nlate = tasks whose SM began them only after that moment; met→op = "
+      "the same median over every task, late ones included\n",
       t.layer, num(t.ceiling_gbs, 0));
   const std::vector<std::string> header{"level",     "tasks",      "KB",      "floor µs",
                                         "span µs",   "from prev µs", "GB/s",  "% ceiling",
-                                        "exposed µs", "gate µs"};
+                                        "exposed µs", "gate µs", "late",   "met→op µs"};
   const auto cells = [](const LevelRow& r) {
     return std::vector<std::string>{
         r.stage,           std::to_string(r.tasks),   num(double(r.bytes) / 1e3, 1),
         num(r.floor_us, 2), num(r.span_us, 2),        num(r.from_prev_us, 2),
         num(r.gbs, 0),     num(r.pct_of_ceiling, 1), num(r.exposed_us, 2),
-        num(r.gate_us, 2)};
+        num(r.gate_us, 2), std::to_string(r.late_tasks), num(r.met_to_begin_us, 2)};
   };
   if (t.levels.empty()) {
     out += "(no task of this layer ran)\n";
