@@ -1,5 +1,6 @@
 // `amk sim`, `amk sim-fit` and `amk sim-score` as a user runs them: what they print, what they
 // write, and the clear refusal of bad input (exit 2, a message naming it, no crash).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -7,6 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "amk/lowering.h"
+#include "amk/model_config.h"
+#include "amk/model_presets.h"
 #include "amk/sim_constants_io.h"
 #include "support/amk_command.h"
 
@@ -72,6 +76,54 @@ TEST(SimCli, RefusesBadInputWithAClearMessage) {
   r = run_amk("sim-score --manifest " + shell_quote((dir / "cases.tsv").string()));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("missing.json"), std::string::npos) << r.err;
+  fs::remove_all(dir);
+}
+
+// `--measured`: the per-level table of a GPU run's stamps of the same program beside the
+// simulated one. The stamps here are made up (task i: wait at 1000 i ns, op 200-700 ns later), so
+// the measured layer's span is known; a profile of another program is refused by name.
+TEST(SimCli, LaysAMeasuredProfileOfTheSameProgramBesideThePrediction) {
+  const fs::path dir = scratch_dir("measured");
+  const ModelConfig m =
+      parse_model_config(model_preset_config("smollm2-135m", "bfloat16"), "smollm2-135m");
+  const GpuTarget& h100 = *find_target("h100");
+  const Program p = lower(m, default_schedule_config(m, h100, 512), h100, 512, DType::BF16);
+  const auto tsv = [&](const std::string& relabel) {
+    std::string out =
+        "task\tlabel\top\tsm\test_bytes\twait_begin_ns\top_begin_ns\top_end_ns\tbody_begin_ns\t"
+        "body_end_ns\n";
+    for (size_t i = 0; i < p.tasks.size(); ++i) {
+      const Task& t = p.tasks[i];
+      out += fmt::format("{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t-\t-\n", t.id,
+                         i == 7 && !relabel.empty() ? relabel : t.label, int(t.op), *t.sm,
+                         t.est_bytes, 1000 * i, 1000 * i + 200, 1000 * i + 700);
+    }
+    return out;
+  };
+  write(dir / "run.tsv", tsv(""));
+  auto r = run_amk("sim smollm2-135m --gpu h100 --json --measured " +
+                   shell_quote((dir / "run.tsv").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j["measured_levels"].is_array());
+  EXPECT_EQ(j["measured_levels"].size(), j["levels"].size());
+  // The middle layer's tasks, first op begin to last op end.
+  const std::string prefix = fmt::format("L{}.", j["layer"].get<int64_t>());
+  size_t first = SIZE_MAX, last = 0;
+  for (size_t i = 0; i < p.tasks.size(); ++i)
+    if (p.tasks[i].label.starts_with(prefix)) first = std::min(first, i), last = i;
+  EXPECT_NEAR(j["measured_layer_span_us"].get<double>(),
+              (double(1000 * last + 700) - double(1000 * first + 200)) / 1e3, 1e-9);
+  r = run_amk("sim smollm2-135m --gpu h100 --measured " + shell_quote((dir / "run.tsv").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("measured ("), std::string::npos) << r.out;
+  write(dir / "other.tsv", tsv("L0.not_this_program[t0]"));
+  r = run_amk("sim smollm2-135m --gpu h100 --measured " + shell_quote((dir / "other.tsv").string()));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("other.tsv"), std::string::npos) << r.err;
+  r = run_amk("sim smollm2-135m --gpu h100 --measured " + shell_quote((dir / "absent.tsv").string()));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("absent.tsv"), std::string::npos) << r.err;
   fs::remove_all(dir);
 }
 

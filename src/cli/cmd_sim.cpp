@@ -41,7 +41,7 @@ namespace fs = std::filesystem;
 constexpr int64_t kSimDefaultContext = 512;
 
 struct SimCommandOptions {
-  std::string model, gpu = "h100", config, constants, trace, write_config;
+  std::string model, gpu = "h100", config, constants, trace, write_config, measured;
   int64_t max_context = 0, position = -1, trace_layer = -1;
   int steps = 2;
   bool json = false;
@@ -169,6 +169,25 @@ int run_sim(const SimCommandOptions& opt) {
     table = eval::layer_table(*program, r.stamps, ceiling, layer);
     table_text = eval::format_layer_table(table);
   }
+  // --measured: the same layer's table from a GPU run's stamps of this very program (amk bench
+  // --profile-tsv with the same model, config and context), to lay beside the simulated one.
+  std::optional<eval::LayerTable> measured;
+  if (!opt.measured.empty()) {
+    std::ifstream in(opt.measured, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in) {
+      std::cerr << "amk: sim: cannot read --measured '" << opt.measured << "'\n";
+      return kExitBadInput;
+    }
+    try {
+      const sim::MeasuredProfile m = sim::read_profile_tsv(text.str(), *program, opt.measured);
+      if (has_layers) measured = eval::layer_table(*program, m.stamps, ceiling, layer);
+    } catch (const std::exception& e) {
+      std::cerr << "amk: sim: " << e.what() << "\n";
+      return kExitBadInput;
+    }
+  }
   // The same id amk bench gives the schedule (its results.tsv column), to pair runs with cases.
   const std::string schedule_id =
       program->config ? fmt::format("sched-{:016x}", fnv1a64(config_to_json(*program->config))) : "-";
@@ -214,6 +233,16 @@ int run_sim(const SimCommandOptions& opt) {
       j["layer"] = table.layer;
       j["levels"] = levels;
       j["layer_span_us"] = table.total.span_us;
+      if (measured) {
+        nlohmann::ordered_json mlevels = nlohmann::ordered_json::array();
+        for (const eval::LevelRow& row : measured->levels)
+          mlevels.push_back({{"stage", row.stage}, {"tasks", row.tasks}, {"span_us", row.span_us},
+                             {"from_prev_us", row.from_prev_us}, {"gate_us", row.gate_us},
+                             {"late_tasks", row.late_tasks},
+                             {"met_to_begin_us", row.met_to_begin_us}});
+        j["measured_levels"] = mlevels;
+        j["measured_layer_span_us"] = measured->total.span_us;
+      }
     }
     if (!opt.trace.empty()) j["trace"] = opt.trace;
     std::cout << j.dump(2) << "\n";
@@ -232,6 +261,9 @@ int run_sim(const SimCommandOptions& opt) {
                            r.hbm_busy_fraction * 100);
   if (!opt.trace.empty()) std::cout << "trace     " << opt.trace << "\n";
   if (!table_text.empty()) std::cout << "\n" << table_text;
+  if (measured)
+    std::cout << "\nmeasured (" << opt.measured << "), the same layer:\n"
+              << eval::format_layer_table(*measured);
   return kExitOk;
 }
 
@@ -488,6 +520,9 @@ void add_sim_command(CLI::App& app, Action& action) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   cmd->add_option("--write-config", opt->write_config,
                   "Also write the ScheduleConfig the program was lowered with (JSON)");
+  cmd->add_option("--measured", opt->measured,
+                  "amk bench --profile-tsv of the same program (model, config, context): also "
+                  "print that run's per-level table of the layer");
   cmd->add_flag("--json", opt->json, "Print one JSON object instead of the text");
   cmd->callback([opt, &action] { action = [opt] { return run_sim(*opt); }; });
 
