@@ -7,6 +7,9 @@
 #   scripts/gpu_campaign.sh [--prebuilt .gpu] [--campaigns DIR] [--seed S] [--device cuda|sim]
 #                           PRESET:MINUTES ...
 #
+# MINUTES is the campaign's total (amk autoresearch --minutes: a resumed campaign counts the time
+# it already ran); PRESET:+M runs M more minutes than the campaign has spent so far.
+#
 # The checkpoint of each preset is a random BF16 one made with `amk make-model --seed 0` under
 # /tmp (the same bytes on every machine, so a resumed campaign measures the same weights).
 # Back here: tar xzf .../campaigns.tgz -C DIR (e.g. .campaigns/), then carry DIR again.
@@ -19,12 +22,12 @@ while (($#)); do
     --campaigns) campaigns="${2:?}"; shift 2 ;;
     --seed) seed="${2:?}"; shift 2 ;;
     --device) device="${2:?}"; shift 2 ;;  # sim: the same campaign on the timing simulator
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *:*) runs+=("$1"); shift ;;
     *) echo "gpu_campaign: expected PRESET:MINUTES, got '$1'" >&2; exit 2 ;;
   esac
 done
-((${#runs[@]})) || { sed -n '2,11p' "$0"; exit 2; }
+((${#runs[@]})) || { sed -n '2,14p' "$0"; exit 2; }
 amk="$(cd "$prebuilt" 2>/dev/null && pwd)/amk"
 [[ -x "$amk" ]] || { echo "gpu_campaign: no amk in '$prebuilt' (scripts/gpu_pack.sh makes it)" >&2; exit 2; }
 export LD_LIBRARY_PATH="$(dirname "$amk")/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -42,7 +45,21 @@ for run in "${runs[@]}"; do
   fi
   # The whole campaign, worker start included, must end before the call's limit: the watchdog
   # of one evaluation is the campaign's own (--watchdog), this one only stops a stuck process.
-  limit=$(python3 -c "print(int(float('$minutes') * 60 + 120))")
+  this_call="$minutes"  # the minutes this call may run
+  if [[ "$minutes" == +* ]]; then  # M more minutes than the campaign's state has spent
+    this_call="${minutes#+}"
+    minutes=$(python3 - "$work/$preset/state.json" "$this_call" <<'PY'
+import json, sys
+try:
+    spent = json.load(open(sys.argv[1])).get("elapsed_s", 0) / 60
+except OSError:
+    spent = 0
+print(round(spent + float(sys.argv[2]), 2))
+PY
+) || { echo "gpu_campaign: bad minutes '$run'" >&2; status=1; continue; }
+  fi
+  limit=$(python3 -c "print(int(float('$this_call') * 60 + 120))") ||
+    { echo "gpu_campaign: bad minutes '$run'" >&2; status=1; continue; }
   timeout "$limit" "$amk" autoresearch "$model" --gpu h100 --device "$device" --tokens 128 --warmup 64 \
     --seed "$seed" --minutes "$minutes" --workdir "$work/$preset" >"$work/$preset.log" 2>&1
   rc=$?
