@@ -28,6 +28,12 @@ namespace amk::sim {
 // lower, a profile of another program).
 std::vector<SimCase> load_cases(const std::string& manifest_path, const GpuTarget& target);
 
+// The stamps of the `amk bench --profile-tsv` file at `path` against `program` (read_profile_tsv:
+// the file's tasks must be the program's). Throws std::invalid_argument naming `where` and the
+// file when it is not a readable regular file, or the row that differs.
+MeasuredProfile read_profile_tsv_file(const std::string& path, const Program& program,
+                                      const std::string& where);
+
 // The median `ceiling_gbs` of the bench reports the manifest names (0 when none has one): the
 // device's measured read ceiling, which the fit keeps rather than fits.
 double measured_ceiling_gbs(const std::string& manifest_path);

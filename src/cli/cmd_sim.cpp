@@ -173,15 +173,9 @@ int run_sim(const SimCommandOptions& opt) {
   // --profile-tsv with the same model, config and context), to lay beside the simulated one.
   std::optional<eval::LayerTable> measured;
   if (!opt.measured.empty()) {
-    std::ifstream in(opt.measured, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    if (!in) {
-      std::cerr << "amk: sim: cannot read --measured '" << opt.measured << "'\n";
-      return kExitBadInput;
-    }
     try {
-      const sim::MeasuredProfile m = sim::read_profile_tsv(text.str(), *program, opt.measured);
+      const sim::MeasuredProfile m =
+          sim::read_profile_tsv_file(opt.measured, *program, "--measured");
       if (has_layers) measured = eval::layer_table(*program, m.stamps, ceiling, layer);
     } catch (const std::exception& e) {
       std::cerr << "amk: sim: " << e.what() << "\n";

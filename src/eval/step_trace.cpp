@@ -211,6 +211,15 @@ double median_of(std::vector<double> v) {
   return (*std::max_element(v.begin(), v.begin() + std::ptrdiff_t(mid)) + hi) / 2;
 }
 
+// A row's gate columns from its tasks' samples: `gates` of the tasks already waiting when their
+// last wait was met, `starts` of every task whose waits were met; the late ones are the rest.
+void set_gate_columns(LevelRow& r, const std::vector<double>& gates,
+                      const std::vector<double>& starts) {
+  r.gate_us = median_of(gates);
+  r.met_to_begin_us = median_of(starts);
+  r.late_tasks = int64_t(starts.size() - gates.size());
+}
+
 }  // namespace
 
 LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& stamps,
@@ -262,10 +271,7 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     level.depth = std::min(level.depth, depth[i]);
     if (const std::optional<uint64_t> ready = met.ready(task)) {
       level.starts.push_back(us_since(s.op_begin, *ready));
-      if (s.wait_begin < *ready)
-        level.gates.push_back(us_since(s.op_begin, *ready));
-      else
-        ++level.row.late_tasks;
+      if (s.wait_begin < *ready) level.gates.push_back(level.starts.back());
     }
   }
   if (table.step_tasks > 0) table.step_span_us = us_since(step_end, step_begin);
@@ -290,10 +296,8 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     LevelRow& r = level.row;
     const uint64_t prev_end = k > 0 ? ordered[k - 1].end : before_end.value_or(level.begin);
     finish_row(r, origin, level.begin, level.end, prev_end, ceiling_gbs);
-    r.gate_us = median_of(level.gates);
-    r.met_to_begin_us = median_of(level.starts);
+    set_gate_columns(r, level.gates, level.starts);
     total.tasks += r.tasks;
-    total.late_tasks += r.late_tasks;
     total.bytes += r.bytes;
     total_begin = std::min(total_begin, level.begin);
     total_end = std::max(total_end, level.end);
@@ -313,7 +317,6 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     same->row.bytes += level.row.bytes;
     same->begin = std::min(same->begin, level.begin);
     same->end = std::max(same->end, level.end);
-    same->row.late_tasks += level.row.late_tasks;
     same->gates.insert(same->gates.end(), level.gates.begin(), level.gates.end());
     same->starts.insert(same->starts.end(), level.starts.begin(), level.starts.end());
   }
@@ -321,8 +324,7 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     LevelRow& r = merged[k].row;
     const uint64_t prev_end = k > 0 ? merged[k - 1].end : before_end.value_or(merged[k].begin);
     finish_row(r, origin, merged[k].begin, merged[k].end, prev_end, ceiling_gbs);
-    r.gate_us = median_of(merged[k].gates);
-    r.met_to_begin_us = median_of(merged[k].starts);
+    set_gate_columns(r, merged[k].gates, merged[k].starts);
     table.dependency_levels.push_back(r);
   }
   finish_row(total, origin, total_begin, total_end, before_end.value_or(total_begin), ceiling_gbs);
@@ -331,8 +333,7 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     all_gates.insert(all_gates.end(), level.gates.begin(), level.gates.end());
     all_starts.insert(all_starts.end(), level.starts.begin(), level.starts.end());
   }
-  total.gate_us = median_of(all_gates);
-  total.met_to_begin_us = median_of(all_starts);
+  set_gate_columns(total, all_gates, all_starts);
   return table;
 }
 

@@ -185,7 +185,7 @@ std::vector<SimCase> load_cases(const std::string& manifest_path, const GpuTarge
     c.measured_us = bench.us;
     if (line.cells.size() == 6 && line.cells[5] != "-") {
       const fs::path profile = resolve(base, line.cells[5]);
-      MeasuredProfile m = read_profile_tsv(read_file(profile, where), c.program, profile.string());
+      MeasuredProfile m = read_profile_tsv_file(profile.string(), c.program, where);
       m.position = bench.profile_position;
       c.profiles.push_back(std::move(m));
     }
@@ -209,6 +209,11 @@ double measured_ceiling_gbs(const std::string& manifest_path) {
   if (ceilings.empty()) return 0;
   std::sort(ceilings.begin(), ceilings.end());
   return ceilings[ceilings.size() / 2];
+}
+
+MeasuredProfile read_profile_tsv_file(const std::string& path, const Program& program,
+                                      const std::string& where) {
+  return read_profile_tsv(read_file(path, where), program, path);
 }
 
 }  // namespace amk::sim

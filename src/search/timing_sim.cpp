@@ -18,6 +18,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "amk/abi.h"
 #include "search/sim_program.h"
 
 namespace amk::sim {
@@ -30,7 +31,7 @@ constexpr double kBytesEps = 1e-6;  // bytes
 
 enum class Phase : uint8_t { Start, Blocked, Waiting, Pre, Body, Post, Done };
 
-inline constexpr size_t kSeenSlots = 8;  // AMK_MAX_WAITS: a task's waits, a lane each
+inline constexpr size_t kSeenSlots = AMK_MAX_WAITS;  // a task's waits, a lane each
 
 struct SmState {
   // The consumer: its place in the queue over all steps, and the phase of that task.
