@@ -11,6 +11,11 @@
 # BENCH_ARGS go to every `amk bench` (a 512-token context unless they name --context; the
 # checked positions come from --check). BIN: paths of amk binaries (the first one also generates the presets, once, under /tmp); each
 # finds its shared libraries in lib/ beside it (scripts/gpu_pack.sh's layout).
+# BIN@KEY=VALUE,...: that binary with the preset's derived default at the run's context (written
+# by its own `amk sim --gpu auto --write-config` on this machine) and these overrides
+# (scripts/config_variant.py), e.g. .gpu/amk@smem_bytes_per_block=0 or
+# .gpu/amk@tiling.q_proj.N_tile=32,tiling.k_proj.N_tile=32,tiling.v_proj.N_tile=32: a knob's
+# default measured against the same binary, interleaved.
 # Writes $OUT/ab.tsv (preset, binary, round, µs/token, % of floor, check) and $OUT/ab-logs.tgz
 # (every run's log: the device tool brings back 8 files a call) and prints the median per
 # (preset, binary) with its ratio to the first binary.
@@ -23,27 +28,51 @@ while (($#)); do
     --check) check="${2:?}"; shift 2 ;;  # positions checked against the CPU reference
     --preset) presets+=("${2:?}"); shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) bins+=("$1"); shift ;;
   esac
 done
-((${#presets[@]} && ${#bins[@]})) || { sed -n '2,14p' "$0"; exit 2; }
+((${#presets[@]} && ${#bins[@]})) || { sed -n '2,21p' "$0"; exit 2; }
 out="${OUT:-$PWD/gpu-ab-out}"
 mkdir -p "$out"
 tsv="$out/ab.tsv"
 printf 'preset\tbinary\tround\tus_per_token\tpct_of_floor\tcheck\n' >"$tsv"
 # A 512-token context unless the bench arguments name one (--context 4096 --start-position ...).
-context=(--context 512)
-for a in "${extra[@]}"; do [[ $a == --context || $a == --context=* ]] && context=(); done
+context=(--context 512) tokens=512
+for ((i = 0; i < ${#extra[@]}; ++i)); do
+  case "${extra[$i]}" in
+    --context) context=(); tokens="${extra[$((i + 1))]:-512}" ;;
+    --context=*) context=(); tokens="${extra[$i]#--context=}" ;;
+  esac
+done
+cfgdir=$(mktemp -d /tmp/amk-ab-cfg.XXXXXX)
+# variant_config BIN_SPEC PRESET: prints the config file of a BIN@OVERRIDES spec (made once).
+variant_config() {
+  local b=${1%%@*} over=${1#*@} key
+  key=$(printf '%s' "$2-$1" | tr -c 'A-Za-z0-9._=-' '_')
+  if [[ ! -f "$cfgdir/$key.json" ]]; then
+    env LD_LIBRARY_PATH="$(dirname "$b")/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$b" sim "$2" \
+      --gpu auto --max-context "$tokens" --write-config "$cfgdir/$key-derived.json" >/dev/null &&
+      python3 scripts/config_variant.py "$cfgdir/$key-derived.json" "$cfgdir/$key.json" "$over" ||
+      return 1
+  fi
+  echo "$cfgdir/$key.json"
+}
 for preset in "${presets[@]}"; do
   dir="/tmp/amk-ab-$preset"
   for ((r = 0; r < rounds; ++r)); do
-    for b in "${bins[@]}"; do
+    for spec in "${bins[@]}"; do
+      b=${spec%%@*} cfg=()
+      if [[ $spec == *@* ]]; then
+        f=$(variant_config "$spec" "$preset") || { echo "gpu_ab: cannot make the config of '$spec' for $preset" >&2; exit 2; }
+        cfg=(--config "$f")
+      fi
       chmod +x "$b" 2>/dev/null
       json=$(mktemp /tmp/amk-ab.XXXXXX.json)
+      log="$out/log-$preset-$(printf '%s' "$(basename "$(dirname "$b")")-$(basename "$spec")" | tr -c 'A-Za-z0-9._=-' '_')-$r.txt"
       timeout 240 env LD_LIBRARY_PATH="$(dirname "$b")/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$b" bench --preset "$preset" --preset-dir "$dir" "${context[@]}" --results /dev/null --json "$json" \
-        --check-positions "$check" "${extra[@]}" >"$out/log-$preset-$(basename "$(dirname "$b")")-$(basename "$b")-$r.txt" 2>&1
-      python3 - "$json" "$preset" "$b" "$r" >>"$tsv" <<'PY'
+        --check-positions "$check" "${cfg[@]}" "${extra[@]}" >"$log" 2>&1
+      python3 - "$json" "$preset" "$spec" "$r" >>"$tsv" <<'PY'
 import json, sys
 try:
     j = json.load(open(sys.argv[1]))
@@ -59,7 +88,7 @@ done
 python3 - "$tsv" <<'PY'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
-print(f"{'preset':14s} {'binary':28s} {'median us':>10s} {'vs first':>9s}  runs (check)")
+print(f"{'preset':14s} {'binary':40s} {'median us':>10s} {'vs first':>9s}  runs (check)")
 for preset in dict.fromkeys(r["preset"] for r in rows):
     base = None
     for b in dict.fromkeys(r["binary"] for r in rows if r["preset"] == preset):
@@ -69,7 +98,7 @@ for preset in dict.fromkeys(r["preset"] for r in rows):
         med = statistics.median(vals) if ok else float("nan")
         base = med if base is None else base
         runs = " ".join(f"{v:.1f}" for v in vals)
-        print(f"{preset:14s} {b[-28:]:28s} {med:10.1f} {med / base:9.3f}  {runs} ({'PASS' if ok else 'FAIL'})")
+        print(f"{preset:14s} {b[-40:]:40s} {med:10.1f} {med / base:9.3f}  {runs} ({'PASS' if ok else 'FAIL'})")
 PY
 # The runs' logs in one file.
 (cd "$out" && ls log-*.txt >/dev/null 2>&1 && tar czf ab-logs.tgz log-*.txt && rm -f log-*.txt) || true

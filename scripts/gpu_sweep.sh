@@ -50,21 +50,9 @@ for i in "${!variants[@]}"; do
   else
     vbase="$base"
   fi
-  [[ $v == derived ]] && vbase=/dev/null
-  python3 - "$vbase" "$cfg" "$v" <<'EOF' || { echo "bad variant '$v'"; exit 2; }
-import json, sys
-base, dst, variant = sys.argv[1:4]
-c = json.load(open(base)) if variant != "derived" else {}
-if variant not in ("base", "derived"):
-    for kv in variant.split(","):
-        k, val = kv.split("=", 1)
-        *path, leaf = k.split(".")  # tiling.attention.kv_block=128 sets a nested key
-        d = c
-        for part in path:
-            d = d.setdefault(part, {})
-        d[leaf] = int(val)
-json.dump(c, open(dst, "w"), indent=1)
-EOF
+  if [[ $v == derived ]]; then echo '{}' >"$cfg"
+  else python3 scripts/config_variant.py "$vbase" "$cfg" "$v" || { echo "bad variant '$v'"; exit 2; }
+  fi
   echo "== $preset [$v]"
   cp "$cfg" "$out/cfg-$preset-$i.json" 2>/dev/null  # the variant's config, beside its JSON
   args=("${extra[@]/\%i/$i}")  # %i in the extra arguments: the variant's index

@@ -112,6 +112,32 @@ TEST(DefaultScheduleConfig, ChainBoundModelsWithEvenStripsTakeTheLeanBuild) {
   EXPECT_EQ(default_schedule_config(preset("smollm2-135m"), small, 512).threads_per_block, 256);
 }
 
+// The weight ring: one 32 KiB stage short of the opt-in (232448 - 35840 = 196608 on the H100),
+// but the whole opt-in (0) where a layer's BF16 weights per SM pass twice that (393216):
+// llama-3.2-1b 2 x (2048 x 3072 + 2048 x 2048 + 3 x 2048 x 8192 + 2 x 2048) = 121,643,008 bytes
+// a layer, 921,538 a SM; llama-3.1-8b 436,224,000 / 132 = 3,304,728; qwen3-0.6b 238,348 and
+// smollm2-135m 53,638 keep the shorter ring. The rule reads the target: on a target whose
+// opt-in is half the H100's the 1B's shorter ring would be 80,384, and qwen3 passes twice it.
+TEST(DefaultScheduleConfig, StreamingBoundModelsTakeTheWholeOptIn) {
+  for (const int64_t context : {int64_t{512}, int64_t{4096}}) {
+    SCOPED_TRACE(context);
+    EXPECT_EQ(default_schedule_config(preset("llama-3.2-1b"), h100(), context).smem_bytes_per_block,
+              0);
+    EXPECT_EQ(default_schedule_config(preset("llama-3.1-8b"), h100(), context).smem_bytes_per_block,
+              0);
+    EXPECT_EQ(default_schedule_config(preset("qwen3-0.6b"), h100(), context).smem_bytes_per_block,
+              196608);
+    EXPECT_EQ(
+        default_schedule_config(preset("smollm2-135m"), h100(), context).smem_bytes_per_block,
+        196608);
+  }
+  GpuTarget half = h100();
+  half.smem_bytes_per_block_optin = 232448 / 2;
+  EXPECT_EQ(default_schedule_config(preset("qwen3-0.6b"), half, 512).smem_bytes_per_block, 0);
+  EXPECT_EQ(default_schedule_config(preset("smollm2-135m"), half, 512).smem_bytes_per_block,
+            232448 / 2 - 35840);
+}
+
 // SmolLM2-135M by hand: one tile per SM would stream a few KiB a task (q/k/v ceil(960 / 132) =
 // 8 rows of 1152 bytes); each GEMV tile streams at least 16 KiB instead: 16384 / 1152 -> 15 -> 16
 // rows (a multiple of 4) for q/k/v, gate/up (K = 576: 16 < ceil(3072 / 132) = 24 rows -> GLU

@@ -142,18 +142,38 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   // (96 KiB -0.4 %, 128 KiB -0.1 % against one).
   c.stream_bytes_in_flight = 65536;
   c.stream_prefetch_bytes_in_flight = 32768;
+  // One layer's weights, as the model lists them (every layer has the same shapes).
+  int64_t layer_weight_bytes = 0;
+  for (const WeightSpec& w : expected_weights(m))
+    if (w.name.starts_with("model.layers.0.")) {
+      int64_t n = 1;
+      for (const int64_t d : w.shape) n *= d;
+      layer_weight_bytes += dtype_nbytes(DType::BF16, n);
+    }
+  const int64_t layer_bytes_per_sm = ceil_div(layer_weight_bytes, sms);
   // The weight ring one 32 KiB stage short of what fits: 35 KiB of the opt-in left unused. The
   // GPU autoresearch campaigns found it first (smem_bytes_per_block 196608 on the H100) and a
   // fresh run confirmed it on all three presets: -1.7 % (llama-3.2-1b), -4.3 % (qwen3-0.6b),
   // -5.5 % (smollm2-135m) (bench/RESULTS.md, 2026-11-24). What it buys is most likely L1, not a
   // shorter ring: a stage shorter still (163840) is no faster (+0.5 % on the 1B, eleventh
   // session), while dynamic shared memory past 196 KiB makes the SM take its 228 KiB carve-out
-  // and leaves ~28 KiB of L1 for the spill stack (+2.9 % at a 4,096 context, same session).
+  // and leaves ~28 KiB of L1 for the spill stack (+2.9 % on the 1B at a 4,096 context on that
+  // session's kernel).
+  // Where streaming bounds the step (a layer's weights per SM fill that ring more than twice),
+  // the stage is worth more than the L1: the whole opt-in (0) measured -2.3 % on llama-3.2-1b
+  // (H100, 512 tokens), and on the H200 -1.4 % (1B, 512 and 4,096 tokens) and -0.9 % (the 8B)
+  // (bench/RESULTS.md, thirtieth and thirty-first sessions); qwen3-0.6b (1.2 rings a SM) +0.3 %
+  // (H100, one round).
+  int64_t short_ring = 0;  // 0: the opt-in maximum
   if (target.smem_bytes_per_block_optin > 2 * kRingHeadroomBytes)
-    c.smem_bytes_per_block = target.smem_bytes_per_block_optin - kRingHeadroomBytes;
+    short_ring = target.smem_bytes_per_block_optin - kRingHeadroomBytes;
+  const bool streaming_bound = short_ring > 0 && layer_bytes_per_sm > 2 * short_ring;
+  c.smem_bytes_per_block = streaming_bound ? 0 : short_ring;
+  const int64_t ring_bytes =
+      c.smem_bytes_per_block > 0 ? c.smem_bytes_per_block : target.smem_bytes_per_block_optin;
   // Consumer warps: 6 (192 threads, the 224-thread build) only where the chain, not the
   // streaming, bounds the step: a layer's BF16 weights per SM fit the ring's shared memory
-  // (smem_bytes_per_block, above: the ring holds them before their waits), and every GEMV row
+  // (above: the ring holds them before their waits), and every GEMV row
   // (K = hidden, q_dim for o_proj, intermediate for down_proj) keeps its x slices in registers
   // with 6 warps (strip period 1-4, ops/gemv_strips.h). Else 8 (256 threads, the build whose consumers take the producer
   // warpgroup's registers: no spills either). Measured on the H100 (bench/RESULTS.md, twelfth
@@ -163,15 +183,7 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   const auto fast_with_6_warps = [](int64_t k) {
     return cuda::gemv_strip_period(int(cuda::gemv_strips_per_row(2 * k)), 6) > 0;  // BF16 rows
   };
-  // One layer's weights, as the model lists them (every layer has the same shapes).
-  int64_t layer_weight_bytes = 0;
-  for (const WeightSpec& w : expected_weights(m))
-    if (w.name.starts_with("model.layers.0.")) {
-      int64_t n = 1;
-      for (const int64_t d : w.shape) n *= d;
-      layer_weight_bytes += dtype_nbytes(DType::BF16, n);
-    }
-  const bool chain_bound = ceil_div(layer_weight_bytes, sms) <= c.smem_bytes_per_block;
+  const bool chain_bound = layer_bytes_per_sm <= ring_bytes;
   c.threads_per_block = chain_bound && fast_with_6_warps(m.hidden_size) &&
                                 fast_with_6_warps(m.q_dim()) &&
                                 fast_with_6_warps(m.intermediate_size)

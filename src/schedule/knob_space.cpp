@@ -137,8 +137,8 @@ std::vector<KnobSpec> make_space() {
                       "256", "consumer threads per persistent block", {128, 192, 256, 384, 512}));
   s.push_back(integer("smem_bytes_per_block", KnobEffect::Launch, 6, 0, kMaxParam, 1, true,
                       TargetCap::SmemOptin, "0 (the opt-in maximum) or [1, the target's opt-in cap]",
-                      fmt::format("the opt-in cap - {} (one ring stage short; 0 where the cap "
-                                  "is under {})",
+                      fmt::format("the opt-in cap - {} (one ring stage short); 0 where a "
+                                  "layer's weights per SM pass twice that, or the cap is under {}",
                                   kRingHeadroomBytes, 2 * kRingHeadroomBytes),
                       "dynamic shared memory per block (bounds the weight ring)",
                       {0, 65536, 131072, 196608}));

@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Writes a ScheduleConfig variant: BASE's JSON with comma-separated KEY=VALUE overrides of its
+integer keys (a dotted KEY sets a nested one: tiling.attention.kv_block=128). Used by
+scripts/gpu_sweep.sh and scripts/gpu_ab.sh, which run on the GPU machine (its python3 alone).
+
+    config_variant.py BASE DST VARIANT     (VARIANT "base": BASE unchanged)
+"""
+import json
+import sys
+
+
+def main() -> int:
+    if len(sys.argv) != 4:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    base, dst, variant = sys.argv[1:4]
+    try:
+        with open(base) as f:
+            config = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"config_variant: cannot read the base config {base}: {e}", file=sys.stderr)
+        return 2
+    if variant != "base":
+        for kv in variant.split(","):
+            key, sep, value = kv.partition("=")
+            if not sep or not key:
+                print(f"config_variant: '{kv}' is not KEY=VALUE", file=sys.stderr)
+                return 2
+            try:
+                number = int(value)
+            except ValueError:
+                print(f"config_variant: {key}'s value '{value}' is not an integer", file=sys.stderr)
+                return 2
+            *path, leaf = key.split(".")
+            node = config
+            for part in path:
+                node = node.setdefault(part, {})
+                if not isinstance(node, dict):
+                    print(f"config_variant: {key}: '{part}' is not an object", file=sys.stderr)
+                    return 2
+            node[leaf] = number
+    with open(dst, "w") as f:
+        json.dump(config, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
