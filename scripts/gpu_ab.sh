@@ -16,23 +16,29 @@
 # (scripts/config_variant.py), e.g. .gpu/amk@smem_bytes_per_block=0 or
 # .gpu/amk@tiling.q_proj.N_tile=32,tiling.k_proj.N_tile=32,tiling.v_proj.N_tile=32: a knob's
 # default measured against the same binary, interleaved.
+# The CPU reference's logits are computed once a checkpoint, context and position and kept in
+# /tmp/amk-ab-refs (`amk bench --reference-cache`: the plain lowering's, amk eval's oracle), so
+# later runs check against them in no time (llama-3.1-8b: ~115 s a position otherwise);
+# --no-reference-cache: each run checks against its own program, for binaries older than the
+# option.
 # Writes $OUT/ab.tsv (preset, binary, round, µs/token, % of floor, check) and $OUT/ab-logs.tgz
 # (every run's log: the device tool brings back 8 files a call) and prints the median per
 # (preset, binary) with its ratio to the first binary.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-rounds=2 check=0,65 presets=() bins=() extra=()
+rounds=2 check=0,65 presets=() bins=() extra=() refs=(--reference-cache /tmp/amk-ab-refs)
 while (($#)); do
   case "$1" in
     --rounds) rounds="${2:?}"; shift 2 ;;
     --check) check="${2:?}"; shift 2 ;;  # positions checked against the CPU reference
     --preset) presets+=("${2:?}"); shift 2 ;;
+    --no-reference-cache) refs=(); shift ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) bins+=("$1"); shift ;;
   esac
 done
-((${#presets[@]} && ${#bins[@]})) || { sed -n '2,21p' "$0"; exit 2; }
+((${#presets[@]} && ${#bins[@]})) || { sed -n '2,26p' "$0"; exit 2; }
 out="${OUT:-$PWD/gpu-ab-out}"
 mkdir -p "$out"
 tsv="$out/ab.tsv"
@@ -71,7 +77,7 @@ for preset in "${presets[@]}"; do
       json=$(mktemp /tmp/amk-ab.XXXXXX.json)
       log="$out/log-$preset-$(printf '%s' "$(basename "$(dirname "$b")")-$(basename "$spec")" | tr -c 'A-Za-z0-9._=-' '_')-$r.txt"
       timeout 240 env LD_LIBRARY_PATH="$(dirname "$b")/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$b" bench --preset "$preset" --preset-dir "$dir" "${context[@]}" --results /dev/null --json "$json" \
-        --check-positions "$check" "${cfg[@]}" "${extra[@]}" >"$log" 2>&1
+        --check-positions "$check" "${refs[@]}" "${cfg[@]}" "${extra[@]}" >"$log" 2>&1
       python3 - "$json" "$preset" "$spec" "$r" >>"$tsv" <<'PY'
 import json, sys
 try:

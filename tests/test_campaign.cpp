@@ -427,3 +427,36 @@ TEST(ProposeCli, PrintsTheIncumbentAndTheSpace) {
 }
 
 }  // namespace
+
+namespace {
+
+// The worker's setup crosses the process boundary as JSON: every option it needs arrives,
+// the reference cache's folder included (a campaign on the GPU keeps its reference logits
+// there); a setup written before that field reads as "no cache".
+TEST(EvalWorker, ItsSetupRoundTripsThroughJson) {
+  amk::search::WorkerSetup s;
+  s.model_path = "/models/x";
+  s.model_name = "x";
+  s.gpu = "h200";
+  s.weights = "bf16";
+  s.options.device = amk::eval::EvalDevice::Cuda;
+  s.options.max_context = 4096;
+  s.options.check_positions = {0, 3000};
+  s.options.tokens = 128;
+  s.options.reference_cache_dir = "/work/campaign/references";
+  const amk::search::WorkerSetup back =
+      amk::search::worker_setup_from_json(amk::search::worker_setup_to_json(s));
+  EXPECT_EQ(back.model_path, s.model_path);
+  EXPECT_EQ(back.gpu, "h200");
+  EXPECT_EQ(back.options.device, amk::eval::EvalDevice::Cuda);
+  EXPECT_EQ(back.options.max_context, 4096);
+  EXPECT_EQ(back.options.check_positions, s.options.check_positions);
+  EXPECT_EQ(back.options.tokens, 128);
+  EXPECT_EQ(back.options.reference_cache_dir, "/work/campaign/references");
+  nlohmann::json j = nlohmann::json::parse(amk::search::worker_setup_to_json(s));
+  j.erase("reference_cache");
+  EXPECT_EQ(amk::search::worker_setup_from_json(j.dump()).options.reference_cache_dir, "");
+  EXPECT_THROW(amk::search::worker_setup_from_json("{\"model_path\": 1}"), std::invalid_argument);
+}
+
+}  // namespace

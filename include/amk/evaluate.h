@@ -53,6 +53,9 @@ struct EvalOptions {
   double launch_timeout_s = 10.0;
   bool weight_ring = true;
   bool profile = true;  // a profiled launch gives the critical-path shares
+  // Where the reference's logits are kept between workers and machine starts
+  // (amk/reference_cache.h; a campaign's workdir/references); empty: computed by every worker.
+  std::string reference_cache_dir;
 };
 
 inline constexpr int64_t kTwinParameterLimit = 60'000'000;

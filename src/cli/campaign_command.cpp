@@ -69,6 +69,10 @@ int run_campaign_command(const CampaignArgs& a, search::Strategy strategy) {
                   : std::filesystem::path("campaigns") /
                         fmt::format("{}{}-{}-{}", autoresearch ? "" : "loop-", o.model_name,
                                     a.search.gpu, a.search.device);
+  // The GPU check's reference logits outlive each worker and machine start beside the results
+  // (a 1B's four positions take ~1 minute on the CPU, an 8B's ~8).
+  if (o.eval.device == eval::EvalDevice::Cuda)
+    o.eval.reference_cache_dir = std::filesystem::absolute(o.workdir / "references").string();
   search::CampaignSummary summary;
   try {
     // Progress goes to stderr with --json, so stdout holds the one JSON object.

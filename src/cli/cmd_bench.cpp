@@ -35,6 +35,8 @@
 #include "amk/model_config.h"
 #include "amk/model_presets.h"
 #include "amk/random_checkpoint.h"
+#include "amk/reference_cache.h"
+#include "amk/evaluate.h"
 #include "amk/gpu_measure.h"
 #include "amk/logit_check.h"
 #include "amk/results_tsv.h"
@@ -72,6 +74,7 @@ struct BenchOptions {
   int64_t trace_layer = -1;  // that layer (-1: the middle one)
   bool ring_probe = false;  // also measure the bulk-copy ring alone
   bool no_weight_ring = false;
+  std::string reference_cache;  // a folder of the plain lowering's reference logits, when set
 };
 
 // ---- the checkpoint -------------------------------------------------------------------------
@@ -331,6 +334,21 @@ int run_bench(const BenchOptions& opt) {
     return s == CudaStatus::Timeout ? "TIMEOUT" : s == CudaStatus::Rejected ? "REJECTED" : "CRASH";
   };
 
+  // --reference-cache: the key of this run's reference logits (the checkpoint's files, the
+  // weight dtype, the context and the plain lowering itself).
+  std::optional<eval::ReferenceCache> cache;
+  Program plain;
+  if (!opt.reference_cache.empty()) {
+    try {
+      plain = lower(model, eval::plain_schedule_config(), *target, max_context, *weight_dtype);
+      cache.emplace(opt.reference_cache,
+                    eval::reference_cache_key(folder.path, *weight_dtype, max_context, plain));
+    } catch (const std::exception& e) {
+      std::cerr << "amk: bench: --reference-cache: " << e.what() << "\n";
+      return kExitBadInput;
+    }
+  }
+
   // (4) Correctness first: the same program on the CPU reference and on the GPU, then (5) the
   // timed launches; both in amk/gpu_measure.h, the path `amk eval --device cuda` takes too.
   eval::GpuRun m;
@@ -345,21 +363,32 @@ int run_bench(const BenchOptions& opt) {
     g.start_position = opt.start_position;
     g.vm.weight_ring = !opt.no_weight_ring;
     g.profile_steps = opt.profile || !opt.trace.empty() ? std::min(tpl, 8) : 0;
-    // The reference decodes the same program; it is dropped after the last check position, so
-    // its memory is free again before the timed launches.
+    // The reference decodes the same program, or with --reference-cache the plain lowering
+    // (amk eval's oracle), whose logits a later run on this checkpoint reads back instead; it is
+    // dropped after the last check position, so its memory is free again before the timed
+    // launches.
+    const Program& reference_program = cache ? plain : program;
     auto reference = std::make_shared<std::unique_ptr<ReferenceDecoder>>();
     const int64_t last_position = positions.back();
     m = eval::check_and_time_on_gpu(
         in->checkpoint, program, g,
         [&, reference](int64_t position, int64_t token) {
+          if (cache)
+            if (auto hit = cache->load(position, token, size_t(model.vocab_size))) {
+              std::cout << fmt::format("reference position {} token {}: the plain lowering's, from {}\n",
+                                       position, token, cache->entry_path(position, token).string());
+              return *hit;
+            }
           if (!*reference) {
-            *reference = std::make_unique<ReferenceDecoder>(in->checkpoint, program);
+            *reference = std::make_unique<ReferenceDecoder>(in->checkpoint, reference_program);
             (*reference)->step_timeout_s = 1800;  // llama-3.1-8b: ~2 minutes a step on 16 cores
           }
           ReferenceDecoder& r = **reference;
           if (position != r.position()) r.seek(position, uint64_t(position) + 1);
           std::vector<float> logits = r.step(token);
           if (position == last_position) reference->reset();
+          if (std::string why; cache && !cache->store(position, token, logits, &why))
+            std::cerr << "amk: bench: --reference-cache: " << why << " (not kept)\n";
           return logits;
         },
         std::cout);
@@ -530,6 +559,10 @@ void add_bench_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_option("--check-steps", opt->check_steps,
                   "Instead: compare the first N steps from an empty cache");
+  cmd->add_option("--reference-cache", opt->reference_cache,
+                  "Folder of reference logits kept between runs on this machine: the check "
+                  "compares with the plain lowering's logits (amk eval's oracle), computed once "
+                  "per checkpoint, position and token (an A/B repeats the same checks)");
   cmd->add_option("--json", opt->json_path, "Write the full report here");
   cmd->add_option("--results", opt->results, "results.tsv to append a row to")
       ->capture_default_str();

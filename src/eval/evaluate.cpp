@@ -14,6 +14,7 @@
 #include "amk/logit_check.h"
 #include "amk/lowering.h"
 #include "amk/model_config.h"
+#include "amk/reference_cache.h"
 #include "amk/schedule_config_io.h"
 #include "amk/timing_sim.h"
 #include "amk/validate.h"
@@ -127,19 +128,43 @@ void Evaluator::prepare_reference() {
 }
 
 // The plain lowering's logits at check position `index`, computed once (the whole model for the
-// GPU check, the checked depth for the data mode; never both in one Evaluator).
+// GPU check, the checked depth for the data mode; never both in one Evaluator). The GPU check's
+// come from options_.reference_cache_dir when a worker before this one kept them there.
 const std::vector<float>& Evaluator::reference_logits(size_t index, bool full_depth) {
   if (!reference_[index].empty()) return reference_[index];
   const ModelConfig& m = full_depth ? checkpoint_.config() : check_model_;
-  ReferenceDecoder ref(checkpoint_, lower(m, plain_schedule_config(), target_,
-                                          options_.max_context, weight_dtype_));
+  Program plain = lower(m, plain_schedule_config(), target_, options_.max_context, weight_dtype_);
+  const std::vector<int64_t> prompt =
+      check_prompt(int(options_.check_positions.size()), m.vocab_size);
+  std::optional<ReferenceCache> cache;
+  if (full_depth && weight_dtype_ && !options_.reference_cache_dir.empty()) {
+    try {
+      cache.emplace(options_.reference_cache_dir,
+                    reference_cache_key(checkpoint_.folder(), *weight_dtype_, options_.max_context,
+                                        plain));
+    } catch (const std::exception&) {
+      // An unreadable checkpoint fails below with its own message; no cache is no error.
+    }
+  }
+  if (cache) {
+    std::vector<std::vector<float>> hits;
+    for (size_t i = 0; i < options_.check_positions.size(); ++i) {
+      auto hit = cache->load(options_.check_positions[i], prompt[i], size_t(m.vocab_size));
+      if (!hit) break;
+      hits.push_back(std::move(*hit));
+    }
+    if (hits.size() == options_.check_positions.size()) {
+      reference_ = std::move(hits);
+      return reference_[index];
+    }
+  }
+  ReferenceDecoder ref(checkpoint_, std::move(plain));
   ref.step_timeout_s = 3600;  // an 8B model's step takes minutes on the CPU
-  const std::vector<int64_t> prompt = check_prompt(int(options_.check_positions.size()),
-                                                   ref.vocab_size());
   for (size_t i = 0; i < options_.check_positions.size(); ++i) {
     const int64_t position = options_.check_positions[i];
     if (position != ref.position()) ref.seek(position, uint64_t(position) + 1);
     reference_[i] = ref.step(prompt[i]);
+    if (cache) (void)cache->store(position, prompt[i], reference_[i], nullptr);  // best effort
   }
   return reference_[index];
 }

@@ -29,7 +29,8 @@ std::string worker_setup_to_json(const WorkerSetup& s) {
                       {"tokens_per_launch", o.tokens_per_launch},
                       {"launch_timeout_s", o.launch_timeout_s},
                       {"weight_ring", o.weight_ring},
-                      {"profile", o.profile}};
+                      {"profile", o.profile},
+                      {"reference_cache", o.reference_cache_dir}};
   return j.dump();
 }
 
@@ -53,6 +54,7 @@ WorkerSetup worker_setup_from_json(const std::string& text) {
     s.options.launch_timeout_s = j.at("launch_timeout_s").get<double>();
     s.options.weight_ring = j.at("weight_ring").get<bool>();
     s.options.profile = j.at("profile").get<bool>();
+    s.options.reference_cache_dir = j.value("reference_cache", "");
     return s;
   } catch (const std::exception& e) {
     throw std::invalid_argument(std::string("malformed worker setup: ") + e.what());

@@ -18,11 +18,14 @@
 #include "amk/cuda_vm.h"
 #include "amk/op_flags.h"
 #include "amk/decoder.h"
+#include "amk/evaluate.h"
 #include "amk/gpu_measure.h"
+#include "amk/logit_check.h"
 #include "amk/lowering.h"
 #include "amk/model_presets.h"
 #include "amk/oracle.h"
 #include "amk/random_checkpoint.h"
+#include "amk/reference_cache.h"
 #include "amk/validate.h"
 #include "gpu/gpu_support.h"
 
@@ -464,6 +467,56 @@ TEST(CudaVm, LongGeneration) {
   EXPECT_EQ(dec.position(), int64_t(prompt.size()) + kGenerate - 1);
   std::cout << "generated " << kGenerate << " tokens in " << s << " s ("
             << double(kGenerate) / s << " tokens/s, launches of " << dec.tokens_per_launch << ")\n";
+}
+
+}  // namespace
+
+namespace {
+
+using namespace amk;
+using namespace amk::gpu_testing;
+
+// A campaign worker checks against the reference logits a worker before it kept
+// (EvalOptions::reference_cache_dir): entries whose numbers were changed make the next
+// Evaluator's check FAIL, so the cache is what the check uses; without it the same config
+// passes. The first Evaluator kept one entry per check position.
+TEST(CudaEval, TheReferenceCacheIsWhatTheCheckUses) {
+  AMK_REQUIRE_GPU();
+  const TempDir dir("refcache");
+  const auto model = dir.path() / "tiny";
+  write_random_checkpoint(model, "tiny", DType::BF16, 5);
+  eval::EvalOptions o;
+  o.device = eval::EvalDevice::Cuda;
+  o.max_context = 128;
+  o.check_positions = {0, 65};
+  o.tokens = 64;
+  o.warmup = 0;
+  o.tokens_per_launch = 64;
+  o.profile = false;
+  o.reference_cache_dir = (dir.path() / "refs").string();
+  const GpuTarget target = device_target();
+  const auto verdict = [&](const eval::EvalOptions& options) {
+    eval::Evaluator e(Checkpoint::open(model), "tiny", target, options);
+    e.prepare_reference();
+    return e.evaluate(e.default_config());
+  };
+  const eval::Verdict first = verdict(o);
+  ASSERT_EQ(first.correctness, eval::Correctness::PASS) << first.details;
+  const Checkpoint ck = Checkpoint::open(model);
+  const Program plain =
+      lower(ck.config(), eval::plain_schedule_config(), target, o.max_context, DType::BF16);
+  const eval::ReferenceCache cache(o.reference_cache_dir,
+                                   eval::reference_cache_key(model, DType::BF16, o.max_context, plain));
+  const std::vector<int64_t> prompt = eval::check_prompt(2, ck.config().vocab_size);
+  for (size_t i = 0; i < 2; ++i) {
+    auto kept = cache.load(o.check_positions[i], prompt[i], size_t(ck.config().vocab_size));
+    ASSERT_TRUE(kept.has_value()) << "position " << o.check_positions[i];
+    for (float& x : *kept) x = -x;
+    ASSERT_TRUE(cache.store(o.check_positions[i], prompt[i], *kept, nullptr));
+  }
+  EXPECT_EQ(verdict(o).correctness, eval::Correctness::FAIL);
+  o.reference_cache_dir.clear();
+  EXPECT_EQ(verdict(o).correctness, eval::Correctness::PASS);
 }
 
 }  // namespace

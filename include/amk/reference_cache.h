@@ -1,0 +1,51 @@
+// Reference logits kept on disk between runs of `amk bench` on one machine. The CPU reference's
+// step is the slow part of a checked benchmark (llama-3.2-1b ~14 s, llama-3.1-8b ~2 minutes on
+// 16 cores), and an A/B (scripts/gpu_ab.sh) repeats the same checks for every binary and every
+// round. The cached logits are those of the plain lowering (plain_schedule_config(), the oracle
+// `amk eval` uses), so every schedule is checked against the same numbers, not against itself.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "amk/ir.h"
+
+namespace amk::eval {
+
+// What identifies a checkpoint: every regular file of the folder (or the one .gguf file) by
+// relative name, size and content (small files whole, large ones by ~4 MiB of evenly spaced
+// 4 KiB blocks), so the same checkpoint written again (a preset generated on a fresh machine)
+// keeps its key and one with other weights or another config gets another. Throws
+// std::runtime_error naming what cannot be read.
+std::string checkpoint_fingerprint(const std::filesystem::path& checkpoint);
+
+// The key of a run's reference logits: the checkpoint's fingerprint, the weight dtype, the
+// context and the content of the plain lowering the logits come from (so a lowering that changed
+// between two binaries does not share entries). Throws as checkpoint_fingerprint.
+std::string reference_cache_key(const std::filesystem::path& checkpoint, DType weights,
+                                int64_t context, const Program& plain);
+
+// One entry per (key, position, token) in `dir`, a file whose header repeats the key, so a hash
+// collision, a truncated or foreign file, or logits of another length read as a miss, never as
+// numbers. Writes go to a temporary file renamed into place (concurrent runs are safe).
+class ReferenceCache {
+ public:
+  ReferenceCache(std::filesystem::path dir, std::string key);
+
+  const std::string& key() const { return key_; }
+  // The logits stored for this step, if a whole entry for this key with `vocab` of them is there.
+  std::optional<std::vector<float>> load(int64_t position, int64_t token, size_t vocab) const;
+  // False (and why) if the entry cannot be written; the run goes on without it.
+  bool store(int64_t position, int64_t token, const std::vector<float>& logits,
+             std::string* why) const;
+  std::filesystem::path entry_path(int64_t position, int64_t token) const;
+
+ private:
+  std::filesystem::path dir_;
+  std::string key_;
+};
+
+}  // namespace amk::eval

@@ -1,0 +1,161 @@
+// eval::ReferenceCache (amk bench --reference-cache): what it stores reads back bit for bit, and
+// anything that is not a whole entry of this key (another key, another vocabulary, a truncated,
+// padded or foreign file, a FIFO, a folder) reads as a miss, never as numbers; the key follows
+// the checkpoint's files (names, sizes, contents), the weight dtype, the context and the plain
+// lowering.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "amk/checkpoint.h"
+#include "amk/evaluate.h"
+#include "amk/lowering.h"
+#include "amk/random_checkpoint.h"
+#include "amk/reference_cache.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using amk::eval::ReferenceCache;
+
+class ReferenceCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("amk_refcache_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+std::vector<float> some_logits(size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.f, 3.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(gen);
+  return v;
+}
+
+TEST_F(ReferenceCacheTest, WhatIsStoredReadsBackBitForBit) {
+  const ReferenceCache cache(dir_ / "cache", "model-a|weights=BF16|context=512");
+  EXPECT_FALSE(cache.load(65, 7, 1000).has_value());  // nothing there yet
+  const std::vector<float> logits = some_logits(1000, 1);
+  std::string why;
+  ASSERT_TRUE(cache.store(65, 7, logits, &why)) << why;
+  const auto back = cache.load(65, 7, 1000);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(0, std::memcmp(back->data(), logits.data(), logits.size() * sizeof(float)));
+  // Another step of the same key is another entry.
+  EXPECT_FALSE(cache.load(65, 8, 1000).has_value());
+  EXPECT_FALSE(cache.load(66, 7, 1000).has_value());
+  // No temporary file is left beside the entry.
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir_ / "cache")) ++files, (void)e;
+  EXPECT_EQ(files, 1);
+}
+
+TEST_F(ReferenceCacheTest, AnythingButAWholeEntryOfThisKeyIsAMiss) {
+  const ReferenceCache a(dir_, "key-a"), b(dir_, "key-b");
+  const std::vector<float> logits = some_logits(256, 2);
+  ASSERT_TRUE(a.store(0, 1, logits, nullptr));
+  EXPECT_FALSE(a.load(0, 1, 255).has_value());  // another vocabulary
+  // Another key's entry under this key's name (what a hash collision would look like).
+  fs::copy_file(a.entry_path(0, 1), b.entry_path(0, 1));
+  EXPECT_FALSE(b.load(0, 1, 256).has_value());
+  // Truncated, padded, foreign.
+  const fs::path entry = a.entry_path(0, 1);
+  const auto size = fs::file_size(entry);
+  fs::resize_file(entry, size - 1);
+  EXPECT_FALSE(a.load(0, 1, 256).has_value());
+  ASSERT_TRUE(a.store(0, 1, logits, nullptr));
+  { std::ofstream(entry, std::ios::app | std::ios::binary) << 'x'; }
+  EXPECT_FALSE(a.load(0, 1, 256).has_value());
+  { std::ofstream(entry, std::ios::trunc) << "not an entry at all"; }
+  EXPECT_FALSE(a.load(0, 1, 256).has_value());
+  // A FIFO or a folder where the entry would be: a miss at once, no hang.
+  fs::remove(entry);
+  ASSERT_EQ(mkfifo(entry.c_str(), 0600), 0);
+  EXPECT_FALSE(a.load(0, 1, 256).has_value());
+  fs::remove(entry);
+  fs::create_directory(entry);
+  EXPECT_FALSE(a.load(0, 1, 256).has_value());
+  // And a store that cannot replace it says why.
+  std::string why;
+  EXPECT_FALSE(a.store(0, 1, logits, &why));
+  EXPECT_NE(why.find(entry.filename().string()), std::string::npos) << why;
+}
+
+TEST_F(ReferenceCacheTest, AStoreWhereNoFolderCanBeSaysWhy) {
+  { std::ofstream(dir_ / "file") << "x"; }
+  const ReferenceCache cache(dir_ / "file" / "cache", "k");
+  std::string why;
+  EXPECT_FALSE(cache.store(0, 1, some_logits(8, 3), &why));
+  EXPECT_NE(why.find("cannot create"), std::string::npos) << why;
+  EXPECT_FALSE(cache.load(0, 1, 8).has_value());
+}
+
+TEST_F(ReferenceCacheTest, TheKeyFollowsTheCheckpointTheDtypeTheContextAndTheLowering) {
+  const fs::path ckpt = dir_ / "tiny";
+  amk::write_random_checkpoint(ckpt, "tiny", amk::DType::BF16, 7);
+  const amk::Checkpoint c = amk::Checkpoint::open(ckpt);
+  const auto& target = *amk::find_target("h100");
+  const auto plain = [&](int64_t context) {
+    return amk::lower(c.config(), amk::eval::plain_schedule_config(), target, context,
+                      amk::DType::BF16);
+  };
+  const amk::Program p256 = plain(256);
+  const std::string key = amk::eval::reference_cache_key(ckpt, amk::DType::BF16, 256, p256);
+  EXPECT_EQ(key, amk::eval::reference_cache_key(ckpt, amk::DType::BF16, 256, p256));
+  EXPECT_NE(key, amk::eval::reference_cache_key(ckpt, amk::DType::F32, 256, p256));
+  EXPECT_NE(key, amk::eval::reference_cache_key(ckpt, amk::DType::BF16, 512, plain(512)));
+  // A program lowered another way (a derived schedule) is another key.
+  const amk::Program derived =
+      amk::lower(c.config(), amk::default_schedule_config(c.config(), target, 256), target, 256,
+                 amk::DType::BF16);
+  EXPECT_NE(key, amk::eval::reference_cache_key(ckpt, amk::DType::BF16, 256, derived));
+  // The same bytes written again (a preset regenerated on a fresh machine): the same key.
+  const fs::path weights = ckpt / "model.safetensors";
+  ASSERT_TRUE(fs::exists(weights));
+  const fs::path again = dir_ / "again";
+  amk::write_random_checkpoint(again, "tiny", amk::DType::BF16, 7);
+  EXPECT_EQ(key, amk::eval::reference_cache_key(again, amk::DType::BF16, 256, p256));
+  // Other weights (another seed), a byte more in the config, a file added: another key each.
+  const fs::path other = dir_ / "other";
+  amk::write_random_checkpoint(other, "tiny", amk::DType::BF16, 8);
+  EXPECT_NE(key, amk::eval::reference_cache_key(other, amk::DType::BF16, 256, p256));
+  { std::ofstream(again / "config.json", std::ios::app) << "\n"; }
+  const std::string edited = amk::eval::reference_cache_key(again, amk::DType::BF16, 256, p256);
+  EXPECT_NE(key, edited);
+  { std::ofstream(again / "extra.txt") << "x"; }
+  EXPECT_NE(edited, amk::eval::reference_cache_key(again, amk::DType::BF16, 256, p256));
+  // One byte of a large file's first block.
+  {
+    std::fstream f(weights, std::ios::in | std::ios::out | std::ios::binary);
+    char c = 0;
+    f.seekg(100);
+    f.get(c);
+    f.seekp(100);
+    f.put(char(c ^ 1));
+  }
+  EXPECT_NE(key, amk::eval::reference_cache_key(ckpt, amk::DType::BF16, 256, p256));
+  // What cannot be read is named.
+  try {
+    (void)amk::eval::checkpoint_fingerprint(dir_ / "missing");
+    FAIL() << "no throw";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
