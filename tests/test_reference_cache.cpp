@@ -49,50 +49,74 @@ std::vector<float> some_logits(size_t n, unsigned seed) {
 
 TEST_F(ReferenceCacheTest, WhatIsStoredReadsBackBitForBit) {
   const ReferenceCache cache(dir_ / "cache", "model-a|weights=BF16|context=512");
-  EXPECT_FALSE(cache.load(65, 7, 1000).has_value());  // nothing there yet
+  EXPECT_FALSE(cache.load("65:7", 1000).has_value());  // nothing there yet
   const std::vector<float> logits = some_logits(1000, 1);
   std::string why;
-  ASSERT_TRUE(cache.store(65, 7, logits, &why)) << why;
-  const auto back = cache.load(65, 7, 1000);
+  ASSERT_TRUE(cache.store("65:7", logits, &why)) << why;
+  const auto back = cache.load("65:7", 1000);
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(0, std::memcmp(back->data(), logits.data(), logits.size() * sizeof(float)));
   // Another step of the same key is another entry.
-  EXPECT_FALSE(cache.load(65, 8, 1000).has_value());
-  EXPECT_FALSE(cache.load(66, 7, 1000).has_value());
+  EXPECT_FALSE(cache.load("65:8", 1000).has_value());
+  EXPECT_FALSE(cache.load("66:7", 1000).has_value());
   // No temporary file is left beside the entry.
   int files = 0;
   for (const auto& e : fs::directory_iterator(dir_ / "cache")) ++files, (void)e;
   EXPECT_EQ(files, 1);
 }
 
+// A step's logits depend on the steps before it: position 1 stepped from position 0 is not
+// position 1 seek()ed to a seeded cache. Entries are named by the check list's prefix, and a list
+// is served all from the cache or not at all.
+TEST_F(ReferenceCacheTest, AStepIsNamedByItsHistoryAndAListIsServedWhole) {
+  const std::vector<int64_t> positions{0, 1, 65}, tokens{1, 7920, 15839};
+  EXPECT_EQ(amk::eval::check_step_name(positions, tokens, 0), "0:1");
+  EXPECT_EQ(amk::eval::check_step_name(positions, tokens, 2), "0:1,1:7920,65:15839");
+  const ReferenceCache cache(dir_, "k");
+  ASSERT_TRUE(cache.store("0:1", some_logits(64, 1), nullptr));
+  ASSERT_TRUE(cache.store("0:1,1:7920", some_logits(64, 2), nullptr));
+  // Two of three steps kept: nothing is served.
+  EXPECT_FALSE(cache.load_all(positions, tokens, 64).has_value());
+  ASSERT_TRUE(cache.store("0:1,1:7920,65:15839", some_logits(64, 3), nullptr));
+  const auto all = cache.load_all(positions, tokens, 64);
+  ASSERT_TRUE(all.has_value());
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[1], some_logits(64, 2));
+  EXPECT_EQ((*all)[2], some_logits(64, 3));
+  // Position 1 checked first (a seek, not a step from 0) is another entry.
+  EXPECT_FALSE(cache.load_all({1}, {7920}, 64).has_value());
+  // The first step is shared with a list that starts the same way.
+  EXPECT_TRUE(cache.load_all({0}, {1}, 64).has_value());
+}
+
 TEST_F(ReferenceCacheTest, AnythingButAWholeEntryOfThisKeyIsAMiss) {
   const ReferenceCache a(dir_, "key-a"), b(dir_, "key-b");
   const std::vector<float> logits = some_logits(256, 2);
-  ASSERT_TRUE(a.store(0, 1, logits, nullptr));
-  EXPECT_FALSE(a.load(0, 1, 255).has_value());  // another vocabulary
+  ASSERT_TRUE(a.store("0:1", logits, nullptr));
+  EXPECT_FALSE(a.load("0:1", 255).has_value());  // another vocabulary
   // Another key's entry under this key's name (what a hash collision would look like).
-  fs::copy_file(a.entry_path(0, 1), b.entry_path(0, 1));
-  EXPECT_FALSE(b.load(0, 1, 256).has_value());
+  fs::copy_file(a.entry_path("0:1"), b.entry_path("0:1"));
+  EXPECT_FALSE(b.load("0:1", 256).has_value());
   // Truncated, padded, foreign.
-  const fs::path entry = a.entry_path(0, 1);
+  const fs::path entry = a.entry_path("0:1");
   const auto size = fs::file_size(entry);
   fs::resize_file(entry, size - 1);
-  EXPECT_FALSE(a.load(0, 1, 256).has_value());
-  ASSERT_TRUE(a.store(0, 1, logits, nullptr));
+  EXPECT_FALSE(a.load("0:1", 256).has_value());
+  ASSERT_TRUE(a.store("0:1", logits, nullptr));
   { std::ofstream(entry, std::ios::app | std::ios::binary) << 'x'; }
-  EXPECT_FALSE(a.load(0, 1, 256).has_value());
+  EXPECT_FALSE(a.load("0:1", 256).has_value());
   { std::ofstream(entry, std::ios::trunc) << "not an entry at all"; }
-  EXPECT_FALSE(a.load(0, 1, 256).has_value());
+  EXPECT_FALSE(a.load("0:1", 256).has_value());
   // A FIFO or a folder where the entry would be: a miss at once, no hang.
   fs::remove(entry);
   ASSERT_EQ(mkfifo(entry.c_str(), 0600), 0);
-  EXPECT_FALSE(a.load(0, 1, 256).has_value());
+  EXPECT_FALSE(a.load("0:1", 256).has_value());
   fs::remove(entry);
   fs::create_directory(entry);
-  EXPECT_FALSE(a.load(0, 1, 256).has_value());
+  EXPECT_FALSE(a.load("0:1", 256).has_value());
   // And a store that cannot replace it says why.
   std::string why;
-  EXPECT_FALSE(a.store(0, 1, logits, &why));
+  EXPECT_FALSE(a.store("0:1", logits, &why));
   EXPECT_NE(why.find(entry.filename().string()), std::string::npos) << why;
 }
 
@@ -100,9 +124,9 @@ TEST_F(ReferenceCacheTest, AStoreWhereNoFolderCanBeSaysWhy) {
   { std::ofstream(dir_ / "file") << "x"; }
   const ReferenceCache cache(dir_ / "file" / "cache", "k");
   std::string why;
-  EXPECT_FALSE(cache.store(0, 1, some_logits(8, 3), &why));
+  EXPECT_FALSE(cache.store("0:1", some_logits(8, 3), &why));
   EXPECT_NE(why.find("cannot create"), std::string::npos) << why;
-  EXPECT_FALSE(cache.load(0, 1, 8).has_value());
+  EXPECT_FALSE(cache.load("0:1", 8).has_value());
 }
 
 TEST_F(ReferenceCacheTest, TheKeyFollowsTheCheckpointTheDtypeTheContextAndTheLowering) {

@@ -28,7 +28,14 @@ std::string checkpoint_fingerprint(const std::filesystem::path& checkpoint);
 std::string reference_cache_key(const std::filesystem::path& checkpoint, DType weights,
                                 int64_t context, const Program& plain);
 
-// One entry per (key, position, token) in `dir`, a file whose header repeats the key, so a hash
+// The reference's state at a check step depends on the steps before it (a position right after
+// the previous one is stepped from it; any other is seek()ed to a seeded cache), so an entry is
+// named by the whole prefix of the check list up to it: "p0:t0,p1:t1,...". Entries of another
+// list are shared only where that history is the same.
+std::string check_step_name(const std::vector<int64_t>& positions,
+                            const std::vector<int64_t>& tokens, size_t index);
+
+// One entry per (key, step name) in `dir`, a file whose header repeats both, so a hash
 // collision, a truncated or foreign file, or logits of another length read as a miss, never as
 // numbers. Writes go to a temporary file renamed into place (concurrent runs are safe).
 class ReferenceCache {
@@ -37,11 +44,15 @@ class ReferenceCache {
 
   const std::string& key() const { return key_; }
   // The logits stored for this step, if a whole entry for this key with `vocab` of them is there.
-  std::optional<std::vector<float>> load(int64_t position, int64_t token, size_t vocab) const;
+  std::optional<std::vector<float>> load(const std::string& step, size_t vocab) const;
+  // Every step of a check list, or nothing (a reference computed after some steps were read
+  // from here would start from the wrong state): the callers use all or recompute all.
+  std::optional<std::vector<std::vector<float>>> load_all(const std::vector<int64_t>& positions,
+                                                         const std::vector<int64_t>& tokens,
+                                                         size_t vocab) const;
   // False (and why) if the entry cannot be written; the run goes on without it.
-  bool store(int64_t position, int64_t token, const std::vector<float>& logits,
-             std::string* why) const;
-  std::filesystem::path entry_path(int64_t position, int64_t token) const;
+  bool store(const std::string& step, const std::vector<float>& logits, std::string* why) const;
+  std::filesystem::path entry_path(const std::string& step) const;
 
  private:
   std::filesystem::path dir_;

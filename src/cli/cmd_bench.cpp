@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -368,17 +369,26 @@ int run_bench(const BenchOptions& opt) {
     // dropped after the last check position, so its memory is free again before the timed
     // launches.
     const Program& reference_program = cache ? plain : program;
+    // Every check step from the cache, or none (amk/reference_cache.h: load_all).
+    const std::vector<int64_t> tokens = eval::check_prompt(int(positions.size()), model.vocab_size);
+    const auto cached =
+        cache ? cache->load_all(positions, tokens, size_t(model.vocab_size)) : std::nullopt;
     auto reference = std::make_shared<std::unique_ptr<ReferenceDecoder>>();
+    auto step = std::make_shared<size_t>(0);  // the check step being asked for (in list order)
     const int64_t last_position = positions.back();
     m = eval::check_and_time_on_gpu(
         in->checkpoint, program, g,
-        [&, reference](int64_t position, int64_t token) {
-          if (cache)
-            if (auto hit = cache->load(position, token, size_t(model.vocab_size))) {
-              std::cout << fmt::format("reference position {} token {}: the plain lowering's, from {}\n",
-                                       position, token, cache->entry_path(position, token).string());
-              return *hit;
-            }
+        [&, reference, step](int64_t position, int64_t token) {
+          const size_t i = (*step)++;
+          if (i >= positions.size() || positions[i] != position || tokens[i] != token)
+            throw std::logic_error(fmt::format(
+                "the check asked for position {} token {} out of the list's order", position, token));
+          const std::string name = eval::check_step_name(positions, tokens, i);
+          if (cached) {
+            std::cout << fmt::format("reference position {} token {}: the plain lowering's, from {}\n",
+                                     position, token, cache->entry_path(name).string());
+            return (*cached)[i];
+          }
           if (!*reference) {
             *reference = std::make_unique<ReferenceDecoder>(in->checkpoint, reference_program);
             (*reference)->step_timeout_s = 1800;  // llama-3.1-8b: ~2 minutes a step on 16 cores
@@ -387,7 +397,7 @@ int run_bench(const BenchOptions& opt) {
           if (position != r.position()) r.seek(position, uint64_t(position) + 1);
           std::vector<float> logits = r.step(token);
           if (position == last_position) reference->reset();
-          if (std::string why; cache && !cache->store(position, token, logits, &why))
+          if (std::string why; cache && !cache->store(name, logits, &why))
             std::cerr << "amk: bench: --reference-cache: " << why << " (not kept)\n";
           return logits;
         },
@@ -562,7 +572,7 @@ void add_bench_command(CLI::App& app, Action& action) {
   cmd->add_option("--reference-cache", opt->reference_cache,
                   "Folder of reference logits kept between runs on this machine: the check "
                   "compares with the plain lowering's logits (amk eval's oracle), computed once "
-                  "per checkpoint, position and token (an A/B repeats the same checks)");
+                  "per checkpoint, context and check list (an A/B repeats the same checks)");
   cmd->add_option("--json", opt->json_path, "Write the full report here");
   cmd->add_option("--results", opt->results, "results.tsv to append a row to")
       ->capture_default_str();

@@ -146,25 +146,20 @@ const std::vector<float>& Evaluator::reference_logits(size_t index, bool full_de
       // An unreadable checkpoint fails below with its own message; no cache is no error.
     }
   }
-  if (cache) {
-    std::vector<std::vector<float>> hits;
-    for (size_t i = 0; i < options_.check_positions.size(); ++i) {
-      auto hit = cache->load(options_.check_positions[i], prompt[i], size_t(m.vocab_size));
-      if (!hit) break;
-      hits.push_back(std::move(*hit));
-    }
-    if (hits.size() == options_.check_positions.size()) {
-      reference_ = std::move(hits);
+  if (cache)
+    if (auto hits = cache->load_all(options_.check_positions, prompt, size_t(m.vocab_size))) {
+      reference_ = std::move(*hits);
       return reference_[index];
     }
-  }
   ReferenceDecoder ref(checkpoint_, std::move(plain));
   ref.step_timeout_s = 3600;  // an 8B model's step takes minutes on the CPU
   for (size_t i = 0; i < options_.check_positions.size(); ++i) {
     const int64_t position = options_.check_positions[i];
     if (position != ref.position()) ref.seek(position, uint64_t(position) + 1);
     reference_[i] = ref.step(prompt[i]);
-    if (cache) (void)cache->store(position, prompt[i], reference_[i], nullptr);  // best effort
+    if (cache)  // best effort: a step not kept is computed again next time
+      (void)cache->store(check_step_name(options_.check_positions, prompt, i), reference_[i],
+                         nullptr);
   }
   return reference_[index];
 }

@@ -84,24 +84,37 @@ std::string reference_cache_key(const fs::path& checkpoint, DType weights, int64
 ReferenceCache::ReferenceCache(fs::path dir, std::string key)
     : dir_(std::move(dir)), key_(std::move(key)) {}
 
-fs::path ReferenceCache::entry_path(int64_t position, int64_t token) const {
-  return dir_ / fmt::format("ref-{:016x}-p{}-t{}.bin", fnv1a64(key_), position, token);
+std::string check_step_name(const std::vector<int64_t>& positions,
+                            const std::vector<int64_t>& tokens, size_t index) {
+  std::string name;
+  for (size_t i = 0; i <= index && i < positions.size() && i < tokens.size(); ++i)
+    name += fmt::format("{}{}:{}", i ? "," : "", positions[i], tokens[i]);
+  return name;
 }
 
-std::optional<std::vector<float>> ReferenceCache::load(int64_t position, int64_t token,
+fs::path ReferenceCache::entry_path(const std::string& step) const {
+  // The name shows the step's own position and token; the hash covers the key and the history.
+  const size_t last = step.rfind(',');
+  std::string own = step.substr(last == std::string::npos ? 0 : last + 1);
+  std::replace(own.begin(), own.end(), ':', '-');
+  return dir_ / fmt::format("ref-{:016x}-{}.bin", fnv1a64(key_ + "#" + step), own);
+}
+
+std::optional<std::vector<float>> ReferenceCache::load(const std::string& step,
                                                        size_t vocab) const {
-  const fs::path path = entry_path(position, token);
+  const fs::path path = entry_path(step);
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return std::nullopt;  // a FIFO or a folder is no entry
+  const std::string want = key_ + "#" + step;
   std::ifstream in(path, std::ios::binary);
   char magic[8];
   uint64_t key_bytes = 0, count = 0;
   if (!in.read(magic, 8) || std::memcmp(magic, kMagic, 8) != 0) return std::nullopt;
-  if (!in.read(reinterpret_cast<char*>(&key_bytes), 8) || key_bytes != key_.size() ||
+  if (!in.read(reinterpret_cast<char*>(&key_bytes), 8) || key_bytes != want.size() ||
       key_bytes > kMaxKeyBytes)
     return std::nullopt;
   std::string key(key_bytes, '\0');
-  if (!in.read(key.data(), std::streamsize(key_bytes)) || key != key_) return std::nullopt;
+  if (!in.read(key.data(), std::streamsize(key_bytes)) || key != want) return std::nullopt;
   if (!in.read(reinterpret_cast<char*>(&count), 8) || count != vocab) return std::nullopt;
   std::vector<float> logits(vocab);
   if (!in.read(reinterpret_cast<char*>(logits.data()), std::streamsize(vocab * sizeof(float))))
@@ -110,7 +123,19 @@ std::optional<std::vector<float>> ReferenceCache::load(int64_t position, int64_t
   return logits;
 }
 
-bool ReferenceCache::store(int64_t position, int64_t token, const std::vector<float>& logits,
+std::optional<std::vector<std::vector<float>>> ReferenceCache::load_all(
+    const std::vector<int64_t>& positions, const std::vector<int64_t>& tokens,
+    size_t vocab) const {
+  std::vector<std::vector<float>> out;
+  for (size_t i = 0; i < positions.size(); ++i) {
+    auto hit = load(check_step_name(positions, tokens, i), vocab);
+    if (!hit) return std::nullopt;
+    out.push_back(std::move(*hit));
+  }
+  return out;
+}
+
+bool ReferenceCache::store(const std::string& step, const std::vector<float>& logits,
                            std::string* why) const {
   std::error_code ec;
   fs::create_directories(dir_, ec);
@@ -118,14 +143,15 @@ bool ReferenceCache::store(int64_t position, int64_t token, const std::vector<fl
     if (why) *why = fmt::format("cannot create {}: {}", dir_.string(), ec.message());
     return false;
   }
-  const fs::path path = entry_path(position, token);
+  const fs::path path = entry_path(step);
   const fs::path tmp = fs::path(path.string() + fmt::format(".tmp{}", ::getpid()));
+  const std::string header = key_ + "#" + step;
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    const uint64_t key_bytes = key_.size(), count = logits.size();
+    const uint64_t key_bytes = header.size(), count = logits.size();
     out.write(kMagic, 8);
     out.write(reinterpret_cast<const char*>(&key_bytes), 8);
-    out.write(key_.data(), std::streamsize(key_bytes));
+    out.write(header.data(), std::streamsize(key_bytes));
     out.write(reinterpret_cast<const char*>(&count), 8);
     out.write(reinterpret_cast<const char*>(logits.data()),
               std::streamsize(logits.size() * sizeof(float)));

@@ -509,10 +509,11 @@ TEST(CudaEval, TheReferenceCacheIsWhatTheCheckUses) {
                                    eval::reference_cache_key(model, DType::BF16, o.max_context, plain));
   const std::vector<int64_t> prompt = eval::check_prompt(2, ck.config().vocab_size);
   for (size_t i = 0; i < 2; ++i) {
-    auto kept = cache.load(o.check_positions[i], prompt[i], size_t(ck.config().vocab_size));
-    ASSERT_TRUE(kept.has_value()) << "position " << o.check_positions[i];
+    const std::string step = eval::check_step_name(o.check_positions, prompt, i);
+    auto kept = cache.load(step, size_t(ck.config().vocab_size));
+    ASSERT_TRUE(kept.has_value()) << step;
     for (float& x : *kept) x = -x;
-    ASSERT_TRUE(cache.store(o.check_positions[i], prompt[i], *kept, nullptr));
+    ASSERT_TRUE(cache.store(step, *kept, nullptr));
   }
   EXPECT_EQ(verdict(o).correctness, eval::Correctness::FAIL);
   o.reference_cache_dir.clear();
