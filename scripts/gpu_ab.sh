@@ -55,7 +55,7 @@ cfgdir=$(mktemp -d /tmp/amk-ab-cfg.XXXXXX)
 # variant_config BIN_SPEC PRESET: prints the config file of a BIN@OVERRIDES spec (made once).
 variant_config() {
   local b=${1%%@*} over=${1#*@} key
-  key=$(printf '%s' "$2-$1" | tr -c 'A-Za-z0-9._=-' '_')
+  key=$(printf '%s' "$2-$1" | cksum | tr ' ' '-')
   if [[ ! -f "$cfgdir/$key.json" ]]; then
     env LD_LIBRARY_PATH="$(dirname "$b")/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$b" sim "$2" \
       --gpu auto --max-context "$tokens" --write-config "$cfgdir/$key-derived.json" >/dev/null &&
@@ -75,7 +75,7 @@ for preset in "${presets[@]}"; do
       fi
       chmod +x "$b" 2>/dev/null
       json=$(mktemp /tmp/amk-ab.XXXXXX.json)
-      log="$out/log-$preset-$(printf '%s' "$(basename "$(dirname "$b")")-$(basename "$spec")" | tr -c 'A-Za-z0-9._=-' '_')-$r.txt"
+      log="$out/log-$preset-$(printf '%s' "$(basename "$(dirname "$b")")-$(basename "$spec")" | tr -c 'A-Za-z0-9._-' '_')-$r.txt"
       timeout 240 env LD_LIBRARY_PATH="$(dirname "$b")/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$b" bench --preset "$preset" --preset-dir "$dir" "${context[@]}" --results /dev/null --json "$json" \
         --check-positions "$check" "${refs[@]}" "${cfg[@]}" "${extra[@]}" >"$log" 2>&1
       python3 - "$json" "$preset" "$spec" "$r" >>"$tsv" <<'PY'
