@@ -1,0 +1,63 @@
+"""scripts/config_variant.py, the variants gpu_ab.sh and gpu_sweep.sh run on the GPU machine:
+overrides land where they name (nested keys too), the base is left as it was, and a malformed
+variant is refused with exit 2 and a message, writing nothing."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "config_variant.py")
+BASE = {"tiling": {"q_proj": {"N_tile": 64}, "attention": {"kv_block": 64}},
+        "smem_bytes_per_block": 196608, "threads_per_block": 256}
+
+
+class ConfigVariant(unittest.TestCase):
+    def run_variant(self, variant, base=BASE):
+        with tempfile.TemporaryDirectory() as d:
+            src, dst = os.path.join(d, "base.json"), os.path.join(d, "out.json")
+            with open(src, "w") as f:
+                json.dump(base, f)
+            r = subprocess.run([sys.executable, SCRIPT, src, dst, variant],
+                               capture_output=True, text=True)
+            with open(src) as f:
+                self.assertEqual(json.load(f), base)  # the base is never written
+            out = json.load(open(dst)) if os.path.exists(dst) else None
+            return r, out
+
+    def test_overrides_land_where_they_name(self):
+        r, out = self.run_variant("smem_bytes_per_block=0,tiling.q_proj.N_tile=32,"
+                                  "tiling.k_proj.N_tile=48")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(out["smem_bytes_per_block"], 0)
+        self.assertEqual(out["tiling"]["q_proj"], {"N_tile": 32})
+        self.assertEqual(out["tiling"]["k_proj"], {"N_tile": 48})  # a new nested key
+        self.assertEqual(out["tiling"]["attention"], {"kv_block": 64})
+        self.assertEqual(out["threads_per_block"], 256)
+
+    def test_base_copies_the_base(self):
+        r, out = self.run_variant("base")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(out, BASE)
+
+    def test_malformed_variants_are_refused_with_a_reason(self):
+        for variant, words in [("smem_bytes_per_block", "KEY=VALUE"),
+                               ("=3", "KEY=VALUE"),
+                               ("smem_bytes_per_block=big", "not an integer"),
+                               ("threads_per_block.x=1", "not an object")]:
+            with self.subTest(variant=variant):
+                r, out = self.run_variant(variant)
+                self.assertEqual(r.returncode, 2)
+                self.assertIn(words, r.stderr)
+                self.assertIsNone(out)
+
+    def test_an_unreadable_base_is_named(self):
+        r = subprocess.run([sys.executable, SCRIPT, "/nonexistent.json", "/tmp/x.json", "base"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("/nonexistent.json", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
