@@ -3,7 +3,7 @@
 # correctness check first, as always), and a table of µs/token and % of floor per variant. The
 # measured way to pick a knob's default (bench/RESULTS.md records what it found).
 #
-#   scripts/gpu_sweep.sh --prebuilt DIR --preset NAME [--base CFG] [--peer] VARIANT...
+#   scripts/gpu_sweep.sh --prebuilt DIR --preset NAME [--base CFG] [--peer] [--no-reference-cache] VARIANT...
 #
 # VARIANT: "derived" (no --config: the model's derived default), "base", or comma-separated
 # KEY=VALUE overrides of the base config's integer keys (--base derived: of the derived default,
@@ -12,23 +12,27 @@
 # stream_bytes_in_flight=65536,stream_chunk_bytes=16384 or tiling.attention.kv_block=128. The checkpoint is generated
 # once into /tmp/amk-sweep-NAME and reused. Logs, JSON and each variant's config (cfg-NAME-I.json)
 # go to $OUT (or ./gpu-sweep-out); "%i" in the arguments after "--" becomes the variant's index
-# (e.g. -- --profile-tsv "$OUT/prof-NAME-%i.tsv").
+# (e.g. -- --profile-tsv "$OUT/prof-NAME-%i.tsv"). The reference's logits are computed once and
+# kept in /tmp/amk-sweep-refs (`amk bench --reference-cache`); --no-reference-cache for a binary
+# older than that option.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
 prebuilt="" preset="" base=bench/configs/decode.json peer=() variants=() extra=()
+refs=(--reference-cache /tmp/amk-sweep-refs)
 while (($#)); do
   case "$1" in
     --prebuilt) prebuilt="${2:?}"; shift 2 ;;
     --preset) preset="${2:?}"; shift 2 ;;
     --base) base="${2:?}"; shift 2 ;;
     --peer) peer=(--peer); shift ;;
+    --no-reference-cache) refs=(); shift ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) variants+=("$1"); shift ;;
   esac
 done
-[[ -n "$prebuilt" && -n "$preset" && ${#variants[@]} -gt 0 ]] || { sed -n '2,11p' "$0"; exit 2; }
+[[ -n "$prebuilt" && -n "$preset" && ${#variants[@]} -gt 0 ]] || { sed -n '2,17p' "$0"; exit 2; }
 amk="$(cd "$prebuilt" && pwd)/amk"
 out="${OUT:-$PWD/gpu-sweep-out}"
 mkdir -p "$out"
@@ -59,7 +63,7 @@ for i in "${!variants[@]}"; do
   p=()
   ((i == 0)) && p=("${peer[@]}")
   cfgopt=(--config "$cfg"); [[ $v == derived ]] && cfgopt=()
-  timeout 300 "$amk" bench --preset "$preset" --preset-dir "/tmp/amk-sweep-$preset" "${cfgopt[@]}" \
+  timeout 300 "$amk" bench --preset "$preset" --preset-dir "/tmp/amk-sweep-$preset" "${cfgopt[@]}" "${refs[@]}" \
     --json "$out/sweep-$preset-$i.json" --results "$out/results.tsv" --tag "sweep $v" "${p[@]}" \
     "${args[@]}" >"$cfgdir/log$i" 2>&1
   rc=$?
