@@ -7,7 +7,7 @@
 #
 #   scripts/sim_collect.sh --prebuilt DIR [--models "llama-3.2-1b qwen3-0.6b smollm2-135m"]
 #                          [--variants N] [--tokens N] [--no-profile] [--dry-run]
-#                          [--skip N] [--budget SECONDS] [--pack]
+#                          [--skip N] [--budget SECONDS] [--pack] [--no-reference-cache]
 #
 # --skip N leaves out each model's first N variants (a collection cut short, resumed).
 # --budget SECONDS starts no run after that many seconds (the rest is left for a resumed call:
@@ -15,6 +15,8 @@
 # --pack leaves one file, $OUT/sim-collect.tgz, instead of the tree (the device tool brings back
 # at most 8 files a call).
 # --dry-run (no GPU needed) writes the configs and prints the simulator's prediction of each.
+# The CPU reference's logits are computed once a model and kept in /tmp/amk-sim-refs (`amk bench
+# --reference-cache`); --no-reference-cache for a binary older than that option.
 #
 # Output under $OUT (or ./sim-collect-out): configs/MODEL-VARIANT.json, bench/MODEL-VARIANT.json,
 # prof/MODEL-VARIANT.tsv, results.tsv and cases.tsv (the manifest, paths relative to it).
@@ -24,7 +26,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
 prebuilt="" models="llama-3.2-1b qwen3-0.6b smollm2-135m" max_variants=99 profile=1 gpu=auto
-tokens=256 dry=0 skip=0 budget=0 pack=0
+tokens=256 dry=0 skip=0 budget=0 pack=0 refs=(--reference-cache /tmp/amk-sim-refs)
 context=512  # the context the incumbent is derived for and every bench lowers
 while (($#)); do
   case "$1" in
@@ -38,11 +40,12 @@ while (($#)); do
     --skip) skip="${2:?}"; shift 2 ;;
     --budget) budget="${2:?}"; shift 2 ;;
     --pack) pack=1; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    --no-reference-cache) refs=(); shift ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "unknown option '$1'"; exit 2 ;;
   esac
 done
-[[ -n "$prebuilt" ]] || { sed -n '2,23p' "$0"; exit 2; }
+[[ -n "$prebuilt" ]] || { sed -n '2,24p' "$0"; exit 2; }
 for n in "$skip" "$budget"; do
   [[ $n =~ ^[0-9]+$ ]] || { echo "--skip and --budget take a whole number, not '$n'"; exit 2; }
 done
@@ -142,7 +145,7 @@ PY
     echo "== $model [$v]"
     timeout 240 "$amk" bench --preset "$model" --preset-dir "/tmp/amk-sim-$model" --gpu "$gpu" \
       --config "$cfg" --context "$context" --check-positions 0 --tokens "$tokens" --json "$bench" --results "$out/results.tsv" \
-      --tag "sim-collect $v" "${popt[@]}" >"$out/bench/$model-$name.log" 2>&1
+      --tag "sim-collect $v" "${refs[@]}" "${popt[@]}" >"$out/bench/$model-$name.log" 2>&1
     rc=$?
     tail -n 2 "$out/bench/$model-$name.log"
     if ((rc == 0)) && [[ -f "$bench" ]]; then
