@@ -9,7 +9,8 @@
 #                     [-- BENCH_ARGS...]
 #
 # BENCH_ARGS go to every `amk bench` (a 512-token context unless they name --context; the
-# checked positions come from --check). BIN: paths of amk binaries (the first one also generates the presets, once, under /tmp); each
+# checked positions come from --check). BIN: paths of amk binaries (the first one also generates the presets, once a machine, under
+# /tmp/amk-presets, where gpu_check.sh leaves them too); each
 # finds its shared libraries in lib/ beside it (scripts/gpu_pack.sh's layout).
 # BIN@KEY=VALUE,...: that binary with the preset's derived default at the run's context (written
 # by its own `amk sim --gpu auto --write-config` on this machine) and these overrides
@@ -34,11 +35,11 @@ while (($#)); do
     --preset) presets+=("${2:?}"); shift 2 ;;
     --no-reference-cache) refs=(); shift ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) bins+=("$1"); shift ;;
   esac
 done
-((${#presets[@]} && ${#bins[@]})) || { sed -n '2,26p' "$0"; exit 2; }
+((${#presets[@]} && ${#bins[@]})) || { sed -n '2,27p' "$0"; exit 2; }
 out="${OUT:-$PWD/gpu-ab-out}"
 mkdir -p "$out"
 tsv="$out/ab.tsv"
@@ -65,7 +66,7 @@ variant_config() {
   echo "$cfgdir/$key.json"
 }
 for preset in "${presets[@]}"; do
-  dir="/tmp/amk-ab-$preset"
+  dir="${AMK_PRESETS_DIR:-/tmp/amk-presets}/$preset"  # shared with gpu_check.sh and the others
   for ((r = 0; r < rounds; ++r)); do
     for spec in "${bins[@]}"; do
       b=${spec%%@*} cfg=()

@@ -62,7 +62,10 @@ wanted() { [[ "$steps" == all || ",$steps," == *",$1,"* ]]; }
 out="${OUT:-$root/gpu-check-out}"
 mkdir -p "$out"
 logs=$(mktemp -d /tmp/amk-gpu-check.XXXXXX)
-work=$(mktemp -d /tmp/amk-gpu-models.XXXXXX)
+# The presets, generated once a machine and kept for the calls after this one (gpu_ab.sh,
+# gpu_sweep.sh and sim_collect.sh read the same folders): the 8B alone takes ~50 s to write.
+work="${AMK_PRESETS_DIR:-/tmp/amk-presets}"
+mkdir -p "$work"
 start=$(date +%s)
 failed=0
 summary=()  # "step|verdict|detail" lines for the final table
@@ -154,7 +157,7 @@ for tool in "${sanitizers[@]}"; do
 done
 
 # ---- benchmarks -------------------------------------------------------------------------------
-# bench PRESET CAP EXTRA_ARGS...: the preset is generated under $work (deleted at the end).
+# bench PRESET CAP EXTRA_ARGS...: the preset is generated under $work, or reused from there.
 bench() {
   local preset=$1 cap=$2; shift 2
   run_step "bench-$preset" "$cap" "$amk" bench --preset "$preset" --preset-dir "$work/$preset" \
@@ -210,7 +213,6 @@ PY
 )
     record "bench $preset 4096" "$(verdict_of $crc)" "${cdetail:-no report}"
   fi
-  rm -rf "${work:?}/$preset"
 }
 wanted llama && bench llama-3.2-1b 200 --peer --profile --trace "$out/trace-llama-3.2-1b.json"
 wanted qwen3 && bench qwen3-0.6b 150 --peer
@@ -282,5 +284,5 @@ fi
   ((failed)) && echo "gpu_check: FAILED (see logs.tar.gz)" || echo "gpu_check: all steps passed"
 } | tee "$out/summary.txt"
 tar czf "$out/logs.tar.gz" -C "$logs" . 2>/dev/null
-rm -rf "$logs" "$work"
+rm -rf "$logs"
 exit "$failed"

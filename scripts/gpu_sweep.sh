@@ -9,9 +9,9 @@
 # KEY=VALUE overrides of the base config's integer keys (--base derived: of the derived default,
 # read back from `amk compile --max-context 512` of the checkpoint, so pass `-- --context 512`;
 # "derived" must then be the first variant), e.g.
-# stream_bytes_in_flight=65536,stream_chunk_bytes=16384 or tiling.attention.kv_block=128. The checkpoint is generated
-# once into /tmp/amk-sweep-NAME and reused. Logs, JSON and each variant's config (cfg-NAME-I.json)
-# go to $OUT (or ./gpu-sweep-out); "%i" in the arguments after "--" becomes the variant's index
+# stream_bytes_in_flight=65536,stream_chunk_bytes=16384 or tiling.attention.kv_block=128. The
+# checkpoint is generated once a machine into /tmp/amk-presets/NAME (where gpu_check.sh leaves it
+# too) and reused. Logs, JSON and each variant's config (cfg-NAME-I.json) go to $OUT (or ./gpu-sweep-out); "%i" in the arguments after "--" becomes the variant's index
 # (e.g. -- --profile-tsv "$OUT/prof-NAME-%i.tsv"). The reference's logits are computed once and
 # kept in /tmp/amk-sweep-refs (`amk bench --reference-cache`); --no-reference-cache for a binary
 # older than that option.
@@ -19,7 +19,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
 prebuilt="" preset="" base=bench/configs/decode.json peer=() variants=() extra=()
-refs=(--reference-cache /tmp/amk-sweep-refs)
+refs=(--reference-cache /tmp/amk-sweep-refs) presets="${AMK_PRESETS_DIR:-/tmp/amk-presets}"
 while (($#)); do
   case "$1" in
     --prebuilt) prebuilt="${2:?}"; shift 2 ;;
@@ -43,9 +43,9 @@ for i in "${!variants[@]}"; do
   cfg="$cfgdir/v$i.json"
   if [[ $base == derived ]]; then
     if [[ $v != derived && ! -f "$cfgdir/derived.json" ]]; then
-      [[ -f "/tmp/amk-sweep-$preset/config.json" ]] ||
+      [[ -f "$presets/$preset/config.json" ]] ||
         { echo "--base derived: run the 'derived' variant first (it writes the checkpoint)"; exit 2; }
-      "$amk" compile "/tmp/amk-sweep-$preset" --max-context 512 -o "$cfgdir/derived-program.json" >/dev/null &&
+      "$amk" compile "$presets/$preset" --max-context 512 -o "$cfgdir/derived-program.json" >/dev/null &&
         python3 -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))["config"], open(sys.argv[2], "w"), indent=1)' \
           "$cfgdir/derived-program.json" "$cfgdir/derived.json" ||
         { echo "--base derived: cannot read the derived config back"; exit 2; }
@@ -63,7 +63,7 @@ for i in "${!variants[@]}"; do
   p=()
   ((i == 0)) && p=("${peer[@]}")
   cfgopt=(--config "$cfg"); [[ $v == derived ]] && cfgopt=()
-  timeout 300 "$amk" bench --preset "$preset" --preset-dir "/tmp/amk-sweep-$preset" "${cfgopt[@]}" "${refs[@]}" \
+  timeout 300 "$amk" bench --preset "$preset" --preset-dir "$presets/$preset" "${cfgopt[@]}" "${refs[@]}" \
     --json "$out/sweep-$preset-$i.json" --results "$out/results.tsv" --tag "sweep $v" "${p[@]}" \
     "${args[@]}" >"$cfgdir/log$i" 2>&1
   rc=$?

@@ -21,12 +21,13 @@
 # Output under $OUT (or ./sim-collect-out): configs/MODEL-VARIANT.json, bench/MODEL-VARIANT.json,
 # prof/MODEL-VARIANT.tsv, results.tsv and cases.tsv (the manifest, paths relative to it).
 # About 9 s a run on an H100 (smollm2, qwen3), ~30 s for the 1B (its CPU check), plus the
-# checkpoint, generated once per model into /tmp/amk-sim-MODEL.
+# checkpoint, generated once a machine into /tmp/amk-presets/MODEL (shared with gpu_check.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
 prebuilt="" models="llama-3.2-1b qwen3-0.6b smollm2-135m" max_variants=99 profile=1 gpu=auto
 tokens=256 dry=0 skip=0 budget=0 pack=0 refs=(--reference-cache /tmp/amk-sim-refs)
+presets="${AMK_PRESETS_DIR:-/tmp/amk-presets}"
 context=512  # the context the incumbent is derived for and every bench lowers
 while (($#)); do
   case "$1" in
@@ -143,7 +144,7 @@ PY
       break 2
     fi
     echo "== $model [$v]"
-    timeout 240 "$amk" bench --preset "$model" --preset-dir "/tmp/amk-sim-$model" --gpu "$gpu" \
+    timeout 240 "$amk" bench --preset "$model" --preset-dir "$presets/$model" --gpu "$gpu" \
       --config "$cfg" --context "$context" --check-positions 0 --tokens "$tokens" --json "$bench" --results "$out/results.tsv" \
       --tag "sim-collect $v" "${refs[@]}" "${popt[@]}" >"$out/bench/$model-$name.log" 2>&1
     rc=$?
