@@ -21,6 +21,35 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
                                        int64_t max_context) {
   ScheduleConfig c;
   const int64_t sms = std::max<int64_t>(target.num_sms, 1);
+  // One layer's weights, as the model lists them (every layer has the same shapes).
+  int64_t layer_weight_bytes = 0;
+  for (const WeightSpec& w : expected_weights(m))
+    if (w.name.starts_with("model.layers.0.")) {
+      int64_t n = 1;
+      for (const int64_t d : w.shape) n *= d;
+      layer_weight_bytes += dtype_nbytes(DType::BF16, n);
+    }
+  const int64_t layer_bytes_per_sm = ceil_div(layer_weight_bytes, sms);
+  // The weight ring one 32 KiB stage short of what fits: 35 KiB of the opt-in left unused. The
+  // GPU autoresearch campaigns found it first (smem_bytes_per_block 196608 on the H100) and a
+  // fresh run confirmed it on all three presets: -1.7 % (llama-3.2-1b), -4.3 % (qwen3-0.6b),
+  // -5.5 % (smollm2-135m) (bench/RESULTS.md, 2026-11-24). What it buys is most likely L1, not a
+  // shorter ring: a stage shorter still (163840) is no faster (+0.5 % on the 1B, eleventh
+  // session), while dynamic shared memory past 196 KiB makes the SM take its 228 KiB carve-out
+  // and leaves ~28 KiB of L1 for the spill stack (+2.9 % on the 1B at a 4,096 context on that
+  // session's kernel).
+  // Where streaming bounds the step (a layer's weights per SM fill that ring more than twice),
+  // the stage is worth more than the L1: the whole opt-in (0) measured -2.3 % on llama-3.2-1b
+  // (H100, 512 tokens), and on the H200 -1.4 % (1B, 512 and 4,096 tokens) and -0.9 % (the 8B)
+  // (bench/RESULTS.md, thirtieth and thirty-first sessions); qwen3-0.6b (1.2 rings a SM) +0.3 %
+  // (H100, one round).
+  int64_t short_ring = 0;  // 0: the opt-in maximum
+  if (target.smem_bytes_per_block_optin > 2 * kRingHeadroomBytes)
+    short_ring = target.smem_bytes_per_block_optin - kRingHeadroomBytes;
+  const bool streaming_bound = short_ring > 0 && layer_bytes_per_sm > 2 * short_ring;
+  c.smem_bytes_per_block = streaming_bound ? 0 : short_ring;
+  const int64_t ring_bytes =
+      c.smem_bytes_per_block > 0 ? c.smem_bytes_per_block : target.smem_bytes_per_block_optin;
   // Split-KV blocks of 64 keys, each KV head its own task, the blocks doubled until the level's
   // tasks (KV heads x blocks) take one SM each: the level lasts one task's walk, and a task's walk
   // is dependent compute (~2.2 µs a 64-key block), so two on an SM double it. More than 8 blocks
@@ -78,16 +107,30 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   // (128 tiles beside 64 block tasks) against 64-row ones (64 tiles) 1130.8 -> 1063.4 µs/token
   // (-6.0 %); smollm2-135m (24 block tasks) keeps its 16-row tiles, a 4,096 context (more
   // block tasks than half the SMs) every SM.
+  // Only where such a tile fits the weight ring: the ring then holds it before its gate (it
+  // fills during the previous level's waits), so the wider tile does not stream after the gate
+  // on half the SMs. A tile that does not fit (llama-3.1-8b: 96 rows of 8 KiB, 768 KiB against
+  // a 227 KiB ring) keeps q/k/v on every SM; the simulator puts the split at +2.8 % there on the
+  // H200 (a q/k/v level 20.5 µs instead of 14.8), and its measured configuration (80.7 % of the
+  // floor on the H100, thirtieth session) is the unsplit one. Measured with the split on the
+  // H200 (thirty-first session): qwen3-0.6b -6.2 % (3 rounds; 128 KiB tiles), llama-3.2-1b
+  // -0.6 % (192 KiB tiles).
   const int64_t attention_tasks = split_kv ? kv_heads * kv_blocks : 0;
-  const int64_t qkv_sms = attention_tasks <= sms / 2 ? sms - attention_tasks : sms;
   const int64_t qkv_rows = m.q_dim() + 2 * m.kv_dim();
-  int64_t qkv_tile = tile_rows(qkv_rows, m.hidden_size, qkv_rows, qkv_sms);
   // Each projection's last tile may be ragged: widen until the tiles themselves fit.
   const auto qkv_tiles = [&](int64_t r) {
     return ceil_div(m.q_dim(), r) + 2 * ceil_div(m.kv_dim(), r);
   };
-  while (qkv_sms < sms && qkv_tile < qkv_rows && qkv_tiles(qkv_tile) > qkv_sms)
-    qkv_tile += kOutputGranule;
+  const auto qkv_tile_over = [&](int64_t over) {
+    int64_t tile = tile_rows(qkv_rows, m.hidden_size, qkv_rows, over);
+    while (over < sms && tile < qkv_rows && qkv_tiles(tile) > over) tile += kOutputGranule;
+    return tile;
+  };
+  int64_t qkv_tile = qkv_tile_over(sms);
+  if (attention_tasks > 0 && attention_tasks <= sms / 2) {
+    const int64_t split = qkv_tile_over(sms - attention_tasks);
+    if (2 * split * m.hidden_size <= ring_bytes) qkv_tile = split;
+  }
   const int64_t q = std::min(qkv_tile, std::max<int64_t>(m.q_dim(), 1));
   const int64_t kv = std::min(qkv_tile, std::max<int64_t>(m.kv_dim(), 1));
   // Gate and up share GLU tiles (the [gemv, silu_mul] group below), each reading its features'
@@ -142,35 +185,6 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   // (96 KiB -0.4 %, 128 KiB -0.1 % against one).
   c.stream_bytes_in_flight = 65536;
   c.stream_prefetch_bytes_in_flight = 32768;
-  // One layer's weights, as the model lists them (every layer has the same shapes).
-  int64_t layer_weight_bytes = 0;
-  for (const WeightSpec& w : expected_weights(m))
-    if (w.name.starts_with("model.layers.0.")) {
-      int64_t n = 1;
-      for (const int64_t d : w.shape) n *= d;
-      layer_weight_bytes += dtype_nbytes(DType::BF16, n);
-    }
-  const int64_t layer_bytes_per_sm = ceil_div(layer_weight_bytes, sms);
-  // The weight ring one 32 KiB stage short of what fits: 35 KiB of the opt-in left unused. The
-  // GPU autoresearch campaigns found it first (smem_bytes_per_block 196608 on the H100) and a
-  // fresh run confirmed it on all three presets: -1.7 % (llama-3.2-1b), -4.3 % (qwen3-0.6b),
-  // -5.5 % (smollm2-135m) (bench/RESULTS.md, 2026-11-24). What it buys is most likely L1, not a
-  // shorter ring: a stage shorter still (163840) is no faster (+0.5 % on the 1B, eleventh
-  // session), while dynamic shared memory past 196 KiB makes the SM take its 228 KiB carve-out
-  // and leaves ~28 KiB of L1 for the spill stack (+2.9 % on the 1B at a 4,096 context on that
-  // session's kernel).
-  // Where streaming bounds the step (a layer's weights per SM fill that ring more than twice),
-  // the stage is worth more than the L1: the whole opt-in (0) measured -2.3 % on llama-3.2-1b
-  // (H100, 512 tokens), and on the H200 -1.4 % (1B, 512 and 4,096 tokens) and -0.9 % (the 8B)
-  // (bench/RESULTS.md, thirtieth and thirty-first sessions); qwen3-0.6b (1.2 rings a SM) +0.3 %
-  // (H100, one round).
-  int64_t short_ring = 0;  // 0: the opt-in maximum
-  if (target.smem_bytes_per_block_optin > 2 * kRingHeadroomBytes)
-    short_ring = target.smem_bytes_per_block_optin - kRingHeadroomBytes;
-  const bool streaming_bound = short_ring > 0 && layer_bytes_per_sm > 2 * short_ring;
-  c.smem_bytes_per_block = streaming_bound ? 0 : short_ring;
-  const int64_t ring_bytes =
-      c.smem_bytes_per_block > 0 ? c.smem_bytes_per_block : target.smem_bytes_per_block_optin;
   // Consumer warps: 6 (192 threads, the 224-thread build) only where the chain, not the
   // streaming, bounds the step: a layer's BF16 weights per SM fit the ring's shared memory
   // (above: the ring holds them before their waits), and every GEMV row
