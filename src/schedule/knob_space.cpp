@@ -76,14 +76,20 @@ std::vector<KnobSpec> make_space() {
       "param, the slot the loader reads it from)",
       {0, 1, 2, 3, 4, 6, 8}));
   const char* per_sm =
-      "the level's rows split evenly over the target's SMs, but at least 16 KiB of BF16 rows";
-  const auto projection = [&](const char* proj) {
-    s.push_back(tile(proj, "N_tile", per_sm,
+      "the level's rows split evenly over the target's SMs, but at least 16 KiB of BF16 rows, "
+      "in multiples of 4";
+  const char* qkv_rule =
+      "q/k/v's rows split evenly over the SMs the attention's block tasks leave free where those "
+      "take at most half the SMs and such a tile fits the weight ring, else over every SM; at "
+      "least 16 KiB of BF16 rows, in multiples of 4";
+  const auto projection = [&](const char* proj, const char* rule) {
+    s.push_back(tile(proj, "N_tile", rule,
                      fmt::format("output rows per {} GEMV tile: more tiles = more SMs busy, "
                                  "fewer = less per-tile overhead",
                                  proj)));
   };
-  for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj"}) projection(proj);
+  for (const char* proj : {"q_proj", "k_proj", "v_proj"}) projection(proj, qkv_rule);
+  projection("o_proj", per_sm);
   // Gate and up share the GLU tiles of gemv+silu_mul, which gate_proj sizes.
   s.push_back(tile("gate_proj", "N_tile",
                    "half the gate/up level's rows per SM (features; gemv+silu_mul)",
@@ -92,8 +98,10 @@ std::vector<KnobSpec> make_space() {
   s.push_back(tile("up_proj", "N_tile", "absent (gemv+silu_mul: gate_proj sets the shared tiles)",
                    "output rows per up_proj GEMV tile (refused with gemv+silu_mul, whose tiles "
                    "gate_proj sets)"));
-  projection("down_proj");
-  s.push_back(tile("lm_head", "N_tile", "rows per SM, at most ~1 MiB of BF16 rows per tile",
+  projection("down_proj", per_sm);
+  s.push_back(tile("lm_head", "N_tile",
+                   "rows per SM (a multiple of 4), fewer where the strip partials would pass "
+                   "32 KiB of scratch",
                    "output rows per lm_head tile (the level that streams the most bytes)"));
   s.push_back(tile("gemv", "N_tile", "absent (each projection has its own)",
                    "the N_tile of every projection not named on its own"));
