@@ -11,10 +11,11 @@
 # "derived" must then be the first variant), e.g.
 # stream_bytes_in_flight=65536,stream_chunk_bytes=16384 or tiling.attention.kv_block=128. The
 # checkpoint is generated once a machine into /tmp/amk-presets/NAME (where gpu_check.sh leaves it
-# too) and reused. Logs, JSON and each variant's config (cfg-NAME-I.json) go to $OUT (or ./gpu-sweep-out); "%i" in the arguments after "--" becomes the variant's index
-# (e.g. -- --profile-tsv "$OUT/prof-NAME-%i.tsv"). The reference's logits are computed once and
-# kept in /tmp/amk-sweep-refs (`amk bench --reference-cache`); --no-reference-cache for a binary
-# older than that option.
+# too) and reused. Logs, JSON and each variant's config (cfg-NAME-I.json) go to $OUT (or
+# ./gpu-sweep-out); "%i" in the arguments after "--" becomes the variant's index (e.g. --
+# --profile-tsv "$OUT/prof-NAME-%i.tsv"). The reference's logits are computed once and kept in
+# /tmp/amk-sweep-refs (`amk bench --reference-cache`); --no-reference-cache for a binary older
+# than that option.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
@@ -28,11 +29,11 @@ while (($#)); do
     --peer) peer=(--peer); shift ;;
     --no-reference-cache) refs=(); shift ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) variants+=("$1"); shift ;;
   esac
 done
-[[ -n "$prebuilt" && -n "$preset" && ${#variants[@]} -gt 0 ]] || { sed -n '2,17p' "$0"; exit 2; }
+[[ -n "$prebuilt" && -n "$preset" && ${#variants[@]} -gt 0 ]] || { sed -n '2,18p' "$0"; exit 2; }
 amk="$(cd "$prebuilt" && pwd)/amk"
 out="${OUT:-$PWD/gpu-sweep-out}"
 mkdir -p "$out"

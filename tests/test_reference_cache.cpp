@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "amk/checkpoint.h"
+#include "amk/decoder.h"
+#include "amk/logit_check.h"
 #include "amk/evaluate.h"
 #include "amk/lowering.h"
 #include "amk/random_checkpoint.h"
@@ -180,6 +182,41 @@ TEST_F(ReferenceCacheTest, TheKeyFollowsTheCheckpointTheDtypeTheContextAndTheLow
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos) << e.what();
   }
+}
+
+// reference_check_logits, the one path of amk bench --reference-cache and a campaign's
+// Evaluator: a first call computes every step (position 1 stepped from 0, 65 seek()ed to, as
+// a ReferenceDecoder driven by hand gives them) and keeps them; a second reads the same bits
+// back without a decoder; a store that fails says why and the logits are still returned.
+TEST_F(ReferenceCacheTest, CheckLogitsAreComputedOnceThenReadWhole) {
+  const fs::path ckpt = dir_ / "tiny";
+  amk::write_random_checkpoint(ckpt, "tiny", amk::DType::BF16, 11);
+  const amk::Checkpoint c = amk::Checkpoint::open(ckpt);
+  const auto& target = *amk::find_target("h100");
+  const amk::Program plain = amk::lower(c.config(), amk::eval::plain_schedule_config(), target,
+                                        128, amk::DType::BF16);
+  const std::vector<int64_t> positions{0, 1, 65};
+  const std::vector<int64_t> tokens =
+      amk::eval::check_prompt(int(positions.size()), c.config().vocab_size);
+  const ReferenceCache cache(dir_ / "refs", "k");
+  const auto first = amk::eval::reference_check_logits(c, plain, positions, tokens, &cache, 60);
+  EXPECT_FALSE(first.from_cache);
+  EXPECT_EQ(first.not_kept, "");
+  ASSERT_EQ(first.logits.size(), 3u);
+  amk::ReferenceDecoder by_hand(c, plain);
+  EXPECT_EQ(first.logits[0], by_hand.step(tokens[0]));
+  EXPECT_EQ(first.logits[1], by_hand.step(tokens[1]));
+  by_hand.seek(65, 66);
+  EXPECT_EQ(first.logits[2], by_hand.step(tokens[2]));
+  const auto second = amk::eval::reference_check_logits(c, plain, positions, tokens, &cache, 60);
+  EXPECT_TRUE(second.from_cache);
+  EXPECT_EQ(second.logits, first.logits);
+  { std::ofstream(dir_ / "file") << "x"; }
+  const ReferenceCache unwritable(dir_ / "file" / "refs", "k");
+  const auto third = amk::eval::reference_check_logits(c, plain, positions, tokens, &unwritable, 60);
+  EXPECT_FALSE(third.from_cache);
+  EXPECT_NE(third.not_kept.find("cannot create"), std::string::npos) << third.not_kept;
+  EXPECT_EQ(third.logits, first.logits);
 }
 
 }  // namespace

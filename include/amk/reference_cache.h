@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "amk/checkpoint.h"
 #include "amk/ir.h"
 
 namespace amk::eval {
@@ -58,5 +59,20 @@ class ReferenceCache {
   std::filesystem::path dir_;
   std::string key_;
 };
+
+// The reference's logits at every check step: `plain` (a lower() output for this checkpoint)
+// on the reference VM, stepped where a position follows the previous one and seek()ed to the
+// seeded cache elsewhere, as the GPU side does; read whole from `cache` where it holds them,
+// else computed and kept there (a step that could not be stored is computed again next time). One decoder,
+// dropped before the call returns. Throws DecodeError (a step past step_timeout_s included).
+struct ReferenceCheckLogits {
+  std::vector<std::vector<float>> logits;  // one per check step
+  bool from_cache = false;
+  std::string not_kept;  // why the first step that could not be stored was not; empty: all were
+};
+ReferenceCheckLogits reference_check_logits(const Checkpoint& checkpoint, Program plain,
+                                            const std::vector<int64_t>& positions,
+                                            const std::vector<int64_t>& tokens,
+                                            const ReferenceCache* cache, double step_timeout_s);
 
 }  // namespace amk::eval

@@ -29,6 +29,7 @@
 
 #include "amk/cuda_vm.h"
 #include "amk/decoder.h"
+#include "amk/evaluate.h"
 #include "amk/hash.h"
 #include "amk/hf_export.h"
 #include "amk/json.h"
@@ -37,7 +38,6 @@
 #include "amk/model_presets.h"
 #include "amk/random_checkpoint.h"
 #include "amk/reference_cache.h"
-#include "amk/evaluate.h"
 #include "amk/gpu_measure.h"
 #include "amk/logit_check.h"
 #include "amk/results_tsv.h"
@@ -364,41 +364,47 @@ int run_bench(const BenchOptions& opt) {
     g.start_position = opt.start_position;
     g.vm.weight_ring = !opt.no_weight_ring;
     g.profile_steps = opt.profile || !opt.trace.empty() ? std::min(tpl, 8) : 0;
-    // The reference decodes the same program, or with --reference-cache the plain lowering
-    // (amk eval's oracle), whose logits a later run on this checkpoint reads back instead; it is
-    // dropped after the last check position, so its memory is free again before the timed
-    // launches.
-    const Program& reference_program = cache ? plain : program;
-    // Every check step from the cache, or none (amk/reference_cache.h: load_all).
+    // With --reference-cache the check compares with the plain lowering's logits (amk eval's
+    // oracle), read whole from the cache or computed here and kept there; without it the
+    // reference decodes the same program, step by step beside the GPU. Either way it is dropped
+    // after the last check position, so its memory is free again before the timed launches.
     const std::vector<int64_t> tokens = eval::check_prompt(int(positions.size()), model.vocab_size);
-    const auto cached =
-        cache ? cache->load_all(positions, tokens, size_t(model.vocab_size)) : std::nullopt;
+    std::optional<eval::ReferenceCheckLogits> kept;
+    if (cache) {
+      const auto start = Clock::now();
+      // llama-3.1-8b: ~2 minutes a step on 16 cores.
+      kept = eval::reference_check_logits(in->checkpoint, std::move(plain), positions, tokens,
+                                          &*cache, /*step_timeout_s=*/1800);
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      std::cout << fmt::format(
+          "reference {} check steps of the plain lowering {} {}\n", positions.size(),
+          kept->from_cache ? "read from" : fmt::format("computed in {:.1f} s, kept in", seconds),
+          opt.reference_cache);
+      if (!kept->not_kept.empty())
+        std::cerr << "amk: bench: --reference-cache: " << kept->not_kept << " (not kept)\n";
+    }
     auto reference = std::make_shared<std::unique_ptr<ReferenceDecoder>>();
     auto step = std::make_shared<size_t>(0);  // the check step being asked for (in list order)
     const int64_t last_position = positions.back();
     m = eval::check_and_time_on_gpu(
         in->checkpoint, program, g,
         [&, reference, step](int64_t position, int64_t token) {
-          const size_t i = (*step)++;
-          if (i >= positions.size() || positions[i] != position || tokens[i] != token)
-            throw std::logic_error(fmt::format(
-                "the check asked for position {} token {} out of the list's order", position, token));
-          const std::string name = eval::check_step_name(positions, tokens, i);
-          if (cached) {
-            std::cout << fmt::format("reference position {} token {}: the plain lowering's, from {}\n",
-                                     position, token, cache->entry_path(name).string());
-            return (*cached)[i];
+          if (kept) {
+            const size_t i = (*step)++;
+            if (i >= positions.size() || positions[i] != position || tokens[i] != token)
+              throw std::logic_error(fmt::format(
+                  "the check asked for position {} token {} out of the list's order", position,
+                  token));
+            return kept->logits[i];
           }
           if (!*reference) {
-            *reference = std::make_unique<ReferenceDecoder>(in->checkpoint, reference_program);
+            *reference = std::make_unique<ReferenceDecoder>(in->checkpoint, program);
             (*reference)->step_timeout_s = 1800;  // llama-3.1-8b: ~2 minutes a step on 16 cores
           }
           ReferenceDecoder& r = **reference;
           if (position != r.position()) r.seek(position, uint64_t(position) + 1);
           std::vector<float> logits = r.step(token);
           if (position == last_position) reference->reset();
-          if (std::string why; cache && !cache->store(name, logits, &why))
-            std::cerr << "amk: bench: --reference-cache: " << why << " (not kept)\n";
           return logits;
         },
         std::cout);

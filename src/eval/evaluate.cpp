@@ -146,21 +146,10 @@ const std::vector<float>& Evaluator::reference_logits(size_t index, bool full_de
       // An unreadable checkpoint fails below with its own message; no cache is no error.
     }
   }
-  if (cache)
-    if (auto hits = cache->load_all(options_.check_positions, prompt, size_t(m.vocab_size))) {
-      reference_ = std::move(*hits);
-      return reference_[index];
-    }
-  ReferenceDecoder ref(checkpoint_, std::move(plain));
-  ref.step_timeout_s = 3600;  // an 8B model's step takes minutes on the CPU
-  for (size_t i = 0; i < options_.check_positions.size(); ++i) {
-    const int64_t position = options_.check_positions[i];
-    if (position != ref.position()) ref.seek(position, uint64_t(position) + 1);
-    reference_[i] = ref.step(prompt[i]);
-    if (cache)  // best effort: a step not kept is computed again next time
-      (void)cache->store(check_step_name(options_.check_positions, prompt, i), reference_[i],
-                         nullptr);
-  }
+  // An 8B model's step takes minutes on the CPU.
+  reference_ = reference_check_logits(checkpoint_, std::move(plain), options_.check_positions,
+                                      prompt, cache ? &*cache : nullptr, /*step_timeout_s=*/3600)
+                   .logits;
   return reference_[index];
 }
 

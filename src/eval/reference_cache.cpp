@@ -9,6 +9,7 @@
 #include <system_error>
 #include <unistd.h>
 
+#include "amk/decoder.h"
 #include "amk/hash.h"
 #include "amk/json.h"
 
@@ -168,6 +169,31 @@ bool ReferenceCache::store(const std::string& step, const std::vector<float>& lo
     return false;
   }
   return true;
+}
+
+ReferenceCheckLogits reference_check_logits(const Checkpoint& checkpoint, Program plain,
+                                            const std::vector<int64_t>& positions,
+                                            const std::vector<int64_t>& tokens,
+                                            const ReferenceCache* cache, double step_timeout_s) {
+  ReferenceCheckLogits out;
+  const size_t vocab = size_t(checkpoint.config().vocab_size);
+  if (cache)
+    if (auto hits = cache->load_all(positions, tokens, vocab)) {
+      out.logits = std::move(*hits);
+      out.from_cache = true;
+      return out;
+    }
+  ReferenceDecoder ref(checkpoint, std::move(plain));
+  ref.step_timeout_s = step_timeout_s;
+  for (size_t i = 0; i < positions.size(); ++i) {
+    if (positions[i] != ref.position()) ref.seek(positions[i], uint64_t(positions[i]) + 1);
+    out.logits.push_back(ref.step(tokens[i]));
+    if (std::string why; cache &&
+        !cache->store(check_step_name(positions, tokens, i), out.logits.back(), &why) &&
+        out.not_kept.empty())
+      out.not_kept = why;
+  }
+  return out;
 }
 
 }  // namespace amk::eval
