@@ -49,8 +49,8 @@ constexpr int kMaxTxBytes = (1 << 20) - 16;  // an mbarrier's tx-count is 20 bit
 
 extern __shared__ __align__(128) uint8_t amk_dynamic_smem[];
 
-// Every op but the GEMV family and the attention tiles, which run_consumers calls itself (they
-// pass the task's gate in the middle of the op: op_gemv's comment).
+// Every op but the GEMV family, the attention tiles and their combine, which run_consumers
+// calls itself (they pass the task's gate in the middle of the op: op_gemv's comment).
 __device__ __forceinline__ void dispatch(const OpContext& c) {
   switch (static_cast<amk_opcode_t>(c.inst->op)) {
     case AMK_OP_NOP: break;
@@ -63,7 +63,6 @@ __device__ __forceinline__ void dispatch(const OpContext& c) {
     case AMK_OP_ADD: op_add(c); break;
     case AMK_OP_KV_APPEND: op_kv_append(c); break;
     case AMK_OP_SAMPLE_ARGMAX: op_sample_argmax(c); break;
-    case AMK_OP_ATTENTION_COMBINE: op_attention_combine(c); break;
     default: op_fail(c, 1); break;  // the loader refuses these; never compute garbage
   }
 }
@@ -165,6 +164,8 @@ __device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_tas
         op_gemv(c, pass_gate);
       } else if (inst.op == AMK_OP_ATTENTION_TILE || inst.op == AMK_OP_ROPE_KV_ATTENTION_TILE) {
         op_attention_tiles(c, pass_gate);
+      } else if (inst.op == AMK_OP_ATTENTION_COMBINE) {
+        op_attention_combine(c, pass_gate);
       } else if (pass_gate()) {
         // Only KV_APPEND and a sampling SAMPLE_ARGMAX (its draw index) read the step position
         // here: the volatile load stays off every other task's path.

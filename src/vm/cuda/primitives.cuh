@@ -8,6 +8,9 @@
 
 namespace amk::cuda {
 
+// Keeps a value's computation without storing it anywhere (an empty asm that reads it).
+__device__ __forceinline__ void opaque_use(float v) { asm volatile("" ::"f"(v)); }
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -1354,7 +1354,15 @@ __device__ inline void op_attention_tiles(const OpContext& c0, Gate&& pass_gate)
   attention_run(ac, a);
 }
 
-__device__ inline void op_attention_combine(const OpContext& c) {
+// ATTENTION_COMBINE around the task's gate (`pass_gate()`, as op_gemv): the checks before it;
+// then the helpers (warps 1..) run the merge below once on nothing (no load, no
+// store) before the gate, so that its instructions are in the SM's cache when the partials
+// arrive. The combine runs on an SM once a layer, after GEMV and attention code: its first
+// pass after the gate took 2.2 µs for one round trip of loads that a GEMV tile's x row takes
+// in 0.86 (bench/RESULTS.md, thirtieth session). One copy of the merge's code serves both
+// passes (a loop of two, never unrolled), so the warm pass fetches what the real one runs.
+template <typename Gate>
+__device__ inline void op_attention_combine(const OpContext& c, Gate&& pass_gate) {
   const amk_params_t& p = c.inst->params;
   constexpr int code = AMK_OP_ATTENTION_COMBINE * 16;
   const amk_buffer_t& out = out_buf(c, 0);
@@ -1403,34 +1411,51 @@ __device__ inline void op_attention_combine(const OpContext& c) {
   // SMs, so each load is an L2 round trip and only many in flight hide it.
   constexpr int kCombineElems = 1;
   const int64_t step = int64_t(c.n_threads) * kCombineElems;
-  for (int64_t e0 = c.tid; e0 < n_out; e0 += step) {
-    float acc_p[kCombineElems][AMK_MAX_INPUTS], m_p[kCombineElems][AMK_MAX_INPUTS],
-        l_p[kCombineElems][AMK_MAX_INPUTS];
+  // Pass 0 (the helpers, before the gate): nothing loaded, nothing stored. Pass 1:
+  // after the gate, every thread.
+#pragma unroll 1
+  for (int pass = c.tid >= 32 ? 0 : 1; pass < 2; ++pass) {
+    const bool live = pass == 1;
+    if (live && !pass_gate()) return;
+    for (int64_t e0 = c.tid; e0 < n_out; e0 += step) {
+      float acc_p[kCombineElems][AMK_MAX_INPUTS], m_p[kCombineElems][AMK_MAX_INPUTS],
+          l_p[kCombineElems][AMK_MAX_INPUTS];
 #pragma unroll
-    for (int k = 0; k < kCombineElems; ++k) {
-      const int64_t e = e0 + int64_t(k) * c.n_threads;
-      const int64_t h = e / width;
-      const int64_t base = h * (hd + 2);
-      const int64_t d = e - h * width;
+      for (int k = 0; k < kCombineElems; ++k) {
+        const int64_t e = e0 + int64_t(k) * c.n_threads;
+        const int64_t h = e / width;
+        const int64_t base = h * (hd + 2);
+        const int64_t d = e - h * width;
 #pragma unroll
-      for (int i = 0; i < AMK_MAX_INPUTS; ++i) {
-        const bool ok = i < n_parts && e < n_out;
-        acc_p[k][i] = ok && d < hd ? parts[i][base + d] : 0.0f;
-        m_p[k][i] = ok ? parts[i][base + hd] : 0.0f;
-        l_p[k][i] = ok ? parts[i][base + hd + 1] : 0.0f;
+        for (int i = 0; i < AMK_MAX_INPUTS; ++i) {
+          const bool ok = live && i < n_parts && e < n_out;
+          acc_p[k][i] = ok && d < hd ? parts[i][base + d] : 0.0f;
+          m_p[k][i] = ok ? parts[i][base + hd] : 0.0f;
+          // The warm pass's shards all count (l = 1), so it runs the merge's whole arithmetic.
+          l_p[k][i] = ok ? parts[i][base + hd + 1] : (live ? 0.0f : 1.0f);
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kCombineElems; ++k) {
+        const int64_t e = e0 + int64_t(k) * c.n_threads;
+        if (e >= n_out) break;
+        const int d = int(e - (e / width) * width);
+        // merge_partials' arithmetic, over the registers: shards with l <= 0 are skipped.
+        const float merged =
+            merge_partials<AMK_MAX_INPUTS>(n_parts, hd, d, partial, [&](int part, int i) {
+              return i == hd ? m_p[k][part] : (i == hd + 1 ? l_p[k][part] : acc_p[k][part]);
+            });
+        if (!live) {
+          opaque_use(merged);  // the warm pass: computed, never stored
+          continue;
+        }
+        // Profiling: thread 0's first merged element marks its partials' arrival (body begin).
+        if (e0 == c.tid) mark_body_begin(c);
+        o[e] = merged;
       }
     }
-#pragma unroll
-    for (int k = 0; k < kCombineElems; ++k) {
-      const int64_t e = e0 + int64_t(k) * c.n_threads;
-      if (e >= n_out) break;
-      const int d = int(e - (e / width) * width);
-      // merge_partials' arithmetic, over the registers: shards with l <= 0 are skipped.
-      o[e] = merge_partials<AMK_MAX_INPUTS>(n_parts, hd, d, partial, [&](int part, int i) {
-        return i == hd ? m_p[k][part] : (i == hd + 1 ? l_p[k][part] : acc_p[k][part]);
-      });
-    }
   }
+  mark_body_end(c);  // thread 0's stores issued; the end barrier and the signal follow
 }
 
 }  // namespace amk::cuda
