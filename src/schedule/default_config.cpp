@@ -114,7 +114,8 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   // H200 (a q/k/v level 20.5 µs instead of 14.8), and its measured configuration (80.7 % of the
   // floor on the H100, thirtieth session) is the unsplit one. Measured with the split on the
   // H200 (thirty-first session): qwen3-0.6b -6.2 % (3 rounds; 128 KiB tiles), llama-3.2-1b
-  // -0.6 % (192 KiB tiles).
+  // -0.6 % (192 KiB tiles); and without it, llama-3.1-8b -1.7 % (thirty-second session, one
+  // round: 4917.1 against 5000.9 µs).
   const int64_t attention_tasks = split_kv ? kv_heads * kv_blocks : 0;
   const int64_t qkv_rows = m.q_dim() + 2 * m.kv_dim();
   // Each projection's last tile may be ragged: widen until the tiles themselves fit.
