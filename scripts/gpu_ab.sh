@@ -17,17 +17,18 @@
 # (scripts/config_variant.py), e.g. .gpu/amk@smem_bytes_per_block=0 or
 # .gpu/amk@tiling.q_proj.N_tile=32,tiling.k_proj.N_tile=32,tiling.v_proj.N_tile=32: a knob's
 # default measured against the same binary, interleaved.
-# The CPU reference's logits are computed once a checkpoint, context and position and kept in
-# /tmp/amk-ab-refs (`amk bench --reference-cache`: the plain lowering's, amk eval's oracle), so
-# later runs check against them in no time (llama-3.1-8b: ~115 s a position otherwise);
-# --no-reference-cache: each run checks against its own program, for binaries older than the
-# option.
+# The CPU reference's logits are computed once a checkpoint, context and position and kept
+# (`amk bench --reference-cache`: the plain lowering's, amk eval's oracle;
+# scripts/reference_cache.sh: AMK_REFERENCE_SEED in, $OUT/references.tgz out), so later runs check
+# against them in no time (llama-3.1-8b: ~115 s a position otherwise); --no-reference-cache:
+# each run checks against its own program, for binaries older than the option.
 # Writes $OUT/ab.tsv (preset, binary, round, µs/token, % of floor, check) and $OUT/ab-logs.tgz
 # (every run's log: the device tool brings back 8 files a call) and prints the median per
 # (preset, binary) with its ratio to the first binary.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-rounds=2 check=0,65 presets=() bins=() extra=() refs=(--reference-cache /tmp/amk-ab-refs)
+source scripts/reference_cache.sh
+rounds=2 check=0,65 presets=() bins=() extra=() refs=(--reference-cache "$reference_cache_dir")
 while (($#)); do
   case "$1" in
     --rounds) rounds="${2:?}"; shift 2 ;;
@@ -43,6 +44,7 @@ done
 out="${OUT:-$PWD/gpu-ab-out}"
 mkdir -p "$out"
 tsv="$out/ab.tsv"
+((${#refs[@]})) && reference_cache_seed
 printf 'preset\tbinary\tround\tus_per_token\tpct_of_floor\tcheck\n' >"$tsv"
 # A 512-token context unless the bench arguments name one (--context 4096 --start-position ...).
 context=(--context 512) tokens=512
@@ -107,5 +109,6 @@ for preset in dict.fromkeys(r["preset"] for r in rows):
         runs = " ".join(f"{v:.1f}" for v in vals)
         print(f"{preset:14s} {b[-40:]:40s} {med:10.1f} {med / base:9.3f}  {runs} ({'PASS' if ok else 'FAIL'})")
 PY
+((${#refs[@]})) && reference_cache_save "$out"
 # The runs' logs in one file.
 (cd "$out" && ls log-*.txt >/dev/null 2>&1 && tar czf ab-logs.tgz log-*.txt && rm -f log-*.txt) || true

@@ -32,10 +32,14 @@
 # --steps 8b --budget 590). Every step runs under `timeout`; a failure is
 # reported and the script goes on. Logs and JSON go to $OUT when it is set (the device tool
 # returns at most 8 files from it: bench-*.json, results.tsv, summary.txt and logs.tar.gz),
-# otherwise to ./gpu-check-out. Exit status: 0 when every step that ran passed, 1 otherwise.
+# otherwise to ./gpu-check-out. The benches check against the CPU reference's logits kept in one
+# folder a machine (scripts/reference_cache.sh): AMK_REFERENCE_SEED names a references.tgz an
+# earlier call brought back (this one's is in logs.tar.gz), so a new machine does not compute
+# them again (llama-3.1-8b: ~115 s). Exit status: 0 when every step that ran passed, 1 otherwise.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 root=$PWD
+source scripts/reference_cache.sh
 
 prebuilt="" quick=0 budget=540 config="" gguf="" steps=all
 while (($#)); do
@@ -46,7 +50,7 @@ while (($#)); do
     --config) config="${2:?--config needs a file}"; shift 2 ;;
     --gguf) gguf="${2:?--gguf needs a file}"; shift 2 ;;
     --steps) steps="${2:?--steps needs a list}"; shift 2 ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
     *) echo "gpu_check: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -122,6 +126,7 @@ amk=$bin/amk
 
 # ---- the device -------------------------------------------------------------------------------
 echo "== device"
+reference_cache_seed
 nvidia-smi -L 2>&1 | tee "$logs/device.log"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,power.draw,temperature.gpu \
   --format=csv 2>&1 | tee -a "$logs/device.log"
@@ -162,6 +167,7 @@ bench() {
   local preset=$1 cap=$2; shift 2
   run_step "bench-$preset" "$cap" "$amk" bench --preset "$preset" --preset-dir "$work/$preset" \
     --json "$out/bench-$preset.json" --results "$out/results.tsv" --tag "gpu-check-$(date +%m%d)" \
+    --reference-cache "$reference_cache_dir" \
     ${config:+--config "$config"} --context 512 "$@"
   local rc=$?
   local detail
@@ -196,6 +202,7 @@ PY
   if [[ $preset == llama-3.2-1b && -d "$work/$preset" ]] && wanted long; then
     run_step "bench-$preset-4096" 200 "$amk" bench --preset "$preset" --preset-dir "$work/$preset" \
       --json "$out/bench-$preset-4096.json" --results "$out/results.tsv" \
+      --reference-cache "$reference_cache_dir" \
       --tag "gpu-check-$(date +%m%d)" ${config:+--config "$config"} --context 4096 \
       --start-position 3800 --tokens 128 --warmup 64 --check-positions 0,65,3000
     local crc=$?
@@ -283,6 +290,7 @@ fi
   done
   ((failed)) && echo "gpu_check: FAILED (see logs.tar.gz)" || echo "gpu_check: all steps passed"
 } | tee "$out/summary.txt"
+reference_cache_save "$logs"  # in logs.tar.gz: $out already has the device tool's 8 files
 tar czf "$out/logs.tar.gz" -C "$logs" . 2>/dev/null
 rm -rf "$logs"
 exit "$failed"

@@ -13,14 +13,15 @@
 # checkpoint is generated once a machine into /tmp/amk-presets/NAME (where gpu_check.sh leaves it
 # too) and reused. Logs, JSON and each variant's config (cfg-NAME-I.json) go to $OUT (or
 # ./gpu-sweep-out); "%i" in the arguments after "--" becomes the variant's index (e.g. --
-# --profile-tsv "$OUT/prof-NAME-%i.tsv"). The reference's logits are computed once and kept in
-# /tmp/amk-sweep-refs (`amk bench --reference-cache`); --no-reference-cache for a binary older
-# than that option.
+# --profile-tsv "$OUT/prof-NAME-%i.tsv"). The reference's logits are computed once and kept
+# (`amk bench --reference-cache`, scripts/reference_cache.sh: AMK_REFERENCE_SEED in,
+# $OUT/references.tgz out); --no-reference-cache for a binary older than that option.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
 prebuilt="" preset="" base=bench/configs/decode.json peer=() variants=() extra=()
-refs=(--reference-cache /tmp/amk-sweep-refs) presets="${AMK_PRESETS_DIR:-/tmp/amk-presets}"
+source scripts/reference_cache.sh
+refs=(--reference-cache "$reference_cache_dir") presets="${AMK_PRESETS_DIR:-/tmp/amk-presets}"
 while (($#)); do
   case "$1" in
     --prebuilt) prebuilt="${2:?}"; shift 2 ;;
@@ -37,6 +38,7 @@ done
 amk="$(cd "$prebuilt" && pwd)/amk"
 out="${OUT:-$PWD/gpu-sweep-out}"
 mkdir -p "$out"
+((${#refs[@]})) && reference_cache_seed
 cfgdir=$(mktemp -d /tmp/amk-sweep-cfg.XXXXXX)
 rows=()
 for i in "${!variants[@]}"; do
@@ -85,6 +87,7 @@ EOF
   rows+=("$row")
 done
 cat "$cfgdir"/log* >"$out/sweep-$preset.log" 2>/dev/null
+((${#refs[@]})) && reference_cache_save "$out"
 echo
 printf '%-60s %-6s %10s %8s %9s %10s\n' variant check "µs/token" "% floor" "floor µs" "peer µs"
 for r in "${rows[@]}"; do

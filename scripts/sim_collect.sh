@@ -15,8 +15,9 @@
 # --pack leaves one file, $OUT/sim-collect.tgz, instead of the tree (the device tool brings back
 # at most 8 files a call).
 # --dry-run (no GPU needed) writes the configs and prints the simulator's prediction of each.
-# The CPU reference's logits are computed once a model and kept in /tmp/amk-sim-refs (`amk bench
-# --reference-cache`); --no-reference-cache for a binary older than that option.
+# The CPU reference's logits are computed once a model and kept (`amk bench --reference-cache`,
+# scripts/reference_cache.sh: AMK_REFERENCE_SEED in, $OUT/references.tgz out);
+# --no-reference-cache for a binary older than that option.
 #
 # Output under $OUT (or ./sim-collect-out): configs/MODEL-VARIANT.json, bench/MODEL-VARIANT.json,
 # prof/MODEL-VARIANT.tsv, results.tsv and cases.tsv (the manifest, paths relative to it).
@@ -25,8 +26,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
+source scripts/reference_cache.sh
 prebuilt="" models="llama-3.2-1b qwen3-0.6b smollm2-135m" max_variants=99 profile=1 gpu=auto
-tokens=256 dry=0 skip=0 budget=0 pack=0 refs=(--reference-cache /tmp/amk-sim-refs)
+tokens=256 dry=0 skip=0 budget=0 pack=0 refs=(--reference-cache "$reference_cache_dir")
 presets="${AMK_PRESETS_DIR:-/tmp/amk-presets}"
 context=512  # the context the incumbent is derived for and every bench lowers
 while (($#)); do
@@ -42,11 +44,11 @@ while (($#)); do
     --budget) budget="${2:?}"; shift 2 ;;
     --pack) pack=1; shift ;;
     --no-reference-cache) refs=(); shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "unknown option '$1'"; exit 2 ;;
   esac
 done
-[[ -n "$prebuilt" ]] || { sed -n '2,24p' "$0"; exit 2; }
+[[ -n "$prebuilt" ]] || { sed -n '2,25p' "$0"; exit 2; }
 for n in "$skip" "$budget"; do
   [[ $n =~ ^[0-9]+$ ]] || { echo "--skip and --budget take a whole number, not '$n'"; exit 2; }
 done
@@ -54,6 +56,7 @@ amk="$(cd "$prebuilt" && pwd)/amk"
 out="${OUT:-$PWD/sim-collect-out}"
 mkdir -p "$out/configs" "$out/bench" "$out/prof"
 manifest="$out/cases.tsv"
+((${#refs[@]})) && ((!dry)) && reference_cache_seed
 [[ -f "$manifest" ]] || printf '# GROUP\tNAME\tMODEL\tCONFIG\tBENCH\tPROFILE\n' >"$manifest"
 
 # The variants: one knob moved from the incumbent, each a step a search would take.
@@ -160,6 +163,7 @@ PY
   done
 done
 echo "manifest: $manifest ($(grep -vc '^#' "$manifest") cases)"
+((${#refs[@]})) && ((!dry)) && reference_cache_save "$out"
 if ((pack)); then
   (cd "$out" && tar czf sim-collect.tgz cases.tsv configs bench prof $([[ -f results.tsv ]] && echo results.tsv) &&
     rm -rf configs bench prof results.tsv) && echo "packed: $out/sim-collect.tgz"
