@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes a ScheduleConfig variant: BASE's JSON with comma-separated KEY=VALUE overrides of its
-integer keys (a dotted KEY sets a nested one: tiling.attention.kv_block=128). Used by
+integer keys (a dotted KEY sets a nested one: tiling.attention.kv_block=128), and
+fusion_grouping+=A+B items that append the fusion group [A, B] (fusion_grouping+=attention_combine+gemv). Used by
 scripts/gpu_sweep.sh and scripts/gpu_ab.sh, which run on the GPU machine (its python3 alone).
 
     config_variant.py BASE DST VARIANT     (VARIANT "base": BASE unchanged)
@@ -22,6 +23,13 @@ def main() -> int:
         return 2
     if variant != "base":
         for kv in variant.split(","):
+            if kv.startswith("fusion_grouping+="):
+                group = kv[len("fusion_grouping+="):].split("+")
+                if not all(group):
+                    print(f"config_variant: '{kv}' names an empty op", file=sys.stderr)
+                    return 2
+                config.setdefault("fusion_grouping", []).append(group)
+                continue
             key, sep, value = kv.partition("=")
             if not sep or not key:
                 print(f"config_variant: '{kv}' is not KEY=VALUE", file=sys.stderr)

@@ -1,5 +1,5 @@
 // The fused GEMV tiles (RMSNORM_GEMV_TILE, SILU_MUL_GEMV_TILE, GEMV_ADD_TILE,
-// SILU_MUL_GEMV_ADD_TILE, GEMV_GLU_TILE, RMSNORM_GEMV_GLU_TILE) against a naive formulation
+// SILU_MUL_GEMV_ADD_TILE, GEMV_GLU_TILE, RMSNORM_GEMV_GLU_TILE, COMBINE_GEMV_ADD_TILE) against a naive formulation
 // written here: whole-row double loops that normalise / activate / add inline, with no
 // intermediate tensor, for F32 and BF16 storage. The GLU tiles are also run against the unfused
 // sequence they replace (GEMV_TILE gate, GEMV_TILE up, SILU_MUL), which they must equal bit for
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "amk/ir.h"
+#include "amk/op_flags.h"
 #include "amk/reference_ops.h"
 #include "amk/tensor.h"
 
@@ -432,3 +433,121 @@ TEST(GluTiles, BadOperandsAreNamedErrors) {
 }
 
 }  // namespace
+
+// ---- COMBINE_GEMV_ADD_TILE: the split-KV merge of a stack of partials, then GEMV_ADD_TILE ----
+
+namespace combine {
+
+constexpr int64_t kHeads = 2, kHeadDim = kK / kHeads, kWidth = kHeadDim + 2, kSlabs = 3;
+
+// A stack [kSlabs * kHeads, kHeadDim + 2] of flash partials [acc | m | l]: slab 1 is empty (m =
+// -inf, l = 0, as a block past the position is written), the others saw keys.
+Tensor partial_stack(std::mt19937& rng) {
+  Tensor s = rnd(DType::F32, {kSlabs * kHeads, kWidth}, rng);
+  std::uniform_real_distribution<double> m(-2, 2), l(0.5, 3);
+  for (int64_t row = 0; row < kSlabs * kHeads; ++row) {
+    const bool empty = row / kHeads == 1;
+    s.set(row * kWidth + kHeadDim, empty ? -std::numeric_limits<float>::infinity() : float(m(rng)));
+    s.set(row * kWidth + kHeadDim + 1, empty ? 0.0f : float(l(rng)));
+    if (empty)
+      for (int64_t d = 0; d < kHeadDim; ++d) s.set(row * kWidth + d, 0.0f);
+  }
+  return s;
+}
+
+// x[h * head_dim + d] = sum_s e^(m_s - M) acc_s[d] / sum_s e^(m_s - M) l_s over the first
+// `slabs` slabs that saw keys (M their largest m), written out by hand in double.
+std::vector<double> naive_merge(const Tensor& s, int64_t slabs) {
+  std::vector<double> x(kK, 0.0);
+  for (int64_t h = 0; h < kHeads; ++h) {
+    double M = -std::numeric_limits<double>::infinity();
+    for (int64_t b = 0; b < slabs; ++b)
+      if (at(s, (b * kHeads + h) * kWidth + kHeadDim + 1) > 0)
+        M = std::max(M, at(s, (b * kHeads + h) * kWidth + kHeadDim));
+    double L = 0;
+    for (int64_t b = 0; b < slabs; ++b) {
+      const int64_t row = (b * kHeads + h) * kWidth;
+      if (!(at(s, row + kHeadDim + 1) > 0)) continue;
+      const double w = std::exp(at(s, row + kHeadDim) - M);
+      L += w * at(s, row + kHeadDim + 1);
+      for (int64_t d = 0; d < kHeadDim; ++d) x[size_t(h * kHeadDim + d)] += w * at(s, row + d);
+    }
+    for (int64_t d = 0; d < kHeadDim; ++d) x[size_t(h * kHeadDim + d)] /= L;
+  }
+  return x;
+}
+
+Params merge_params() {
+  Params p;
+  p.set_int("head_dim", kHeadDim);
+  p.set_int("n_heads", kHeads);
+  return p;
+}
+
+}  // namespace combine
+
+TEST(OpCombineGemvAddTile, MergesThePartialsThenProjectsAndAdds) {
+  using namespace combine;
+  std::mt19937 rng(27);
+  for (DType dt : {DType::F32, DType::BF16})
+    for (bool with_bias : {false, true})
+      for (bool window : {false, true}) {
+        SCOPED_TRACE(std::string(name_of(dt)) + (with_bias ? " bias" : "") +
+                     (window ? " runtime window" : ""));
+        const Tensor stack = partial_stack(rng);
+        const Tensor W = rnd(dt, {kN, kK}, rng), b = rnd(dt, {kN}, rng);
+        const Tensor res = rnd(DType::F32, {1, kN}, rng);
+        Params p = merge_params();
+        // The runtime window: blocks of 4 keys at position 5 reach slabs 0 and 1, so slab 2
+        // (which saw keys: it would change x) must not be read.
+        if (window) {
+          p.set_int("flags", amk::attention_flags::kRuntimeWindow);
+          p.set_int("kv_len", 4);
+        }
+        const std::vector<double> x = naive_merge(stack, window ? 2 : kSlabs);
+        Tensor out = Tensor::zeros(DType::F32, {1, kN});
+        out.fill(kNaN);
+        for (int64_t off = 0; off < kN; off += 5) {
+          std::vector<const Tensor*> in{&stack, &W, &res};
+          if (with_bias) in.push_back(&b);
+          std::vector<Tensor*> outs{&out};
+          amk::run_reference_op(Op::COMBINE_GEMV_ADD_TILE,
+                                tile_params(p, std::min<int64_t>(5, kN - off), off), in, outs,
+                                amk::StepState{5});
+        }
+        for (int64_t j = 0; j < kN; ++j) {
+          double want = at(res, j) + (with_bias ? at(b, j) : 0.0), mag = 0;
+          for (int64_t k = 0; k < kK; ++k) {
+            want += x[size_t(k)] * at(W, j * kK + k);
+            mag += std::fabs(x[size_t(k)] * at(W, j * kK + k));
+          }
+          EXPECT_NEAR(out.get(j), want, 2 * ulp(DType::F32, want) + 1e-6 * mag + 1e-12) << j;
+        }
+        if (!window) {  // slab 2 matters: dropping it moves the result (the window test can fail)
+          const std::vector<double> fewer = naive_merge(stack, 2);
+          double moved = 0;
+          for (int64_t k = 0; k < kK; ++k) moved = std::max(moved, std::fabs(fewer[size_t(k)] - x[size_t(k)]));
+          EXPECT_GT(moved, 1e-3);
+        }
+      }
+}
+
+TEST(OpCombineGemvAddTile, BadOperandsAreNamedErrors) {
+  using namespace combine;
+  std::mt19937 rng(28);
+  const Tensor stack = partial_stack(rng), W = rnd(DType::F32, {kN, kK}, rng);
+  const Tensor res = rnd(DType::F32, {1, kN}, rng);
+  Tensor out = Tensor::zeros(DType::F32, {1, kN});
+  const Params p = tile_params(merge_params(), 4, 0);
+  Params wide = p;
+  wide.set_int("n_heads", 3);
+  expect_error(Op::COMBINE_GEMV_ADD_TILE, wide, {&stack, &W, &res}, out, "must be K 16");
+  const Tensor ragged = rnd(DType::F32, {kSlabs * kHeads * kWidth - 2}, rng);
+  expect_error(Op::COMBINE_GEMV_ADD_TILE, p, {&ragged, &W, &res}, out,
+               "not a stack of partials of n_heads x (head_dim + 2) = 20");
+  Params windowed = p;
+  windowed.set_int("flags", amk::attention_flags::kRuntimeWindow);
+  windowed.set_int("kv_len", 4);
+  expect_error(Op::COMBINE_GEMV_ADD_TILE, windowed, {&stack, &W, &res}, out, "position");
+  expect_error(Op::COMBINE_GEMV_ADD_TILE, p, {&stack, &W}, out, "takes 3 to 4 inputs");
+}

@@ -221,6 +221,95 @@ TEST(FusedAttentionSplit, OverlappingWindowsUnderTwoCountersAreAWawRace) {
   EXPECT_NE(v.report().find("WAW race"), std::string::npos) << v.report();
 }
 
+// [attention_combine, gemv]: the block tasks write slabs of one stack of partials and the o_proj
+// tiles merge it, so no ATTENTION_COMBINE and no attention row remain; the logits stay within
+// fp32 noise of the combine's program (the merge is the same arithmetic, in another order)
+// at positions inside, at and past block boundaries, with the plain and the fused attention.
+TEST_P(FusedAttentionSplit, OprojMergesThePartials) {
+  const std::string name = GetParam();
+  const Checkpoint ck = Checkpoint::open(kFixtures / name);
+  const ExpectedOutputs e = load_expected(kFixtures / name / "expected.safetensors");
+  for (bool rope_attention : {false, true}) {
+    SCOPED_TRACE(rope_attention ? "fused attention" : "plain attention");
+    ScheduleConfig plain = with({{"rmsnorm", "gemv"}, {"silu_mul", "gemv"}, {"gemv", "add"}});
+    if (rope_attention) plain.fusion_grouping.push_back({"rope", "attention"});
+    plain.tiling.push_back({"attention", {{"kv_block", 4}, {"kv_heads", 1}}});
+    ScheduleConfig merged = plain;
+    merged.fusion_grouping.push_back({"attention_combine", "gemv"});
+    const Program a_prog = lower(ck.config(), plain, h100(), kContext);
+    const Program b_prog = lower(ck.config(), merged, h100(), kContext);
+    const ValidationResult v = validate(b_prog);
+    ASSERT_TRUE(v.ok) << v.report();
+    EXPECT_TRUE(v.warnings.empty()) << v.report();
+    const int64_t layers = ck.config().num_hidden_layers;
+    EXPECT_EQ(count_op(b_prog, Op::ATTENTION_COMBINE), 0);
+    EXPECT_GT(count_op(a_prog, Op::ATTENTION_COMBINE), 0);
+    // o_proj is the only GEMV_ADD_TILE here (down_proj is SILU_MUL_GEMV_ADD_TILE): every one
+    // of its tiles becomes a COMBINE_GEMV_ADD_TILE.
+    EXPECT_EQ(count_op(b_prog, Op::GEMV_ADD_TILE), 0);
+    EXPECT_EQ(count_op(b_prog, Op::COMBINE_GEMV_ADD_TILE), count_op(a_prog, Op::GEMV_ADD_TILE));
+    EXPECT_EQ(count_op(b_prog, Op::COMBINE_GEMV_ADD_TILE) % layers, 0);
+    ReferenceDecoder a(ck, a_prog), b(ck, b_prog);
+    for (int64_t i = 0; i < kContext; ++i) {
+      const std::vector<float> la = a.step(e.sequence_ids[size_t(i)]);
+      const std::vector<float> lb = b.step(e.sequence_ids[size_t(i)]);
+      ASSERT_EQ(la.size(), lb.size());
+      double diff = 0, scale = 0;
+      for (size_t j = 0; j < la.size(); ++j) {
+        ASSERT_TRUE(std::isfinite(lb[j])) << "position " << i;
+        diff = std::max(diff, double(std::fabs(la[j] - lb[j])));
+        scale = std::max(scale, double(std::fabs(la[j])));
+      }
+      EXPECT_LE(diff / scale, 1e-5) << "position " << i;
+    }
+  }
+}
+
+// The block tasks' slabs of the stack are what keeps them race-free under one counter: two
+// tasks claiming one slab's rows are reported.
+TEST(FusedAttentionSplit, TwoBlocksOnOneSlabOfTheStackAreAReportedOverlap) {
+  const Checkpoint ck = Checkpoint::open(kFixtures / "tiny-llama");
+  ScheduleConfig c = with({{"gemv", "add"}, {"attention_combine", "gemv"}});
+  c.tiling.push_back({"attention", {{"kv_block", 4}, {"kv_heads", 1}}});
+  Program p = lower(ck.config(), c, h100(), kContext);
+  ASSERT_TRUE(validate(p).ok);
+  bool moved = false;
+  for (Task& t : p.tasks)
+    if (t.label == "L0.attention[h1][kv1]") {
+      t.params.set_int("m_off", 0);  // block 0's slab, which L0.attention[h1][kv0] writes
+      moved = true;
+    }
+  ASSERT_TRUE(moved);
+  const ValidationResult v = validate(p);
+  EXPECT_FALSE(v.ok);
+  EXPECT_NE(v.report().find("L0.attn_partials"), std::string::npos) << v.report();
+}
+
+TEST(FusionGrouping, CombineGemvNeedsASplitAndTheResidualFusion) {
+  const Checkpoint ck = Checkpoint::open(kFixtures / "tiny-llama");
+  const auto error = [&](const ScheduleConfig& c) {
+    try {
+      lower(ck.config(), c, h100(), kContext);
+    } catch (const LoweringError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  ScheduleConfig no_add = with({{"attention_combine", "gemv"}});
+  no_add.tiling.push_back({"attention", {{"kv_block", 4}}});
+  EXPECT_NE(error(no_add).find("needs [gemv, add]"), std::string::npos) << error(no_add);
+  const ScheduleConfig no_split = with({{"gemv", "add"}, {"attention_combine", "gemv"}});
+  EXPECT_NE(error(no_split).find("needs tiling.attention.kv_block"), std::string::npos)
+      << error(no_split);
+  ScheduleConfig one_block = no_split;
+  one_block.tiling.push_back({"attention", {{"kv_block", kContext}}});
+  EXPECT_NE(error(one_block).find("one KV block has no combine"), std::string::npos)
+      << error(one_block);
+  ScheduleConfig ok = one_block;
+  ok.tiling = {{"attention", {{"kv_block", 4}}}};  // every head in one group: ranged to all heads
+  EXPECT_EQ(error(ok), "");
+}
+
 TEST(FusionGrouping, FusedTilesCarryTheirOperandsInOpcodeOrder) {
   const Checkpoint ck = Checkpoint::open(kFixtures / "tiny-llama");
   const Program p =

@@ -773,6 +773,46 @@ TEST(OpAttention, HeadRangesAssembleEveryHead) {
   }
 }
 
+// A ranged partial into a stack of partials of every head [S * n_heads, head_dim + 2] (slab
+// m_off, COMBINE_GEMV_ADD_TILE's input) writes exactly the rows the same task writes into a
+// buffer of its own, and nothing else; a slab past the stack, or m_off without a stack, is an
+// error.
+TEST(OpAttention, PartialsGoToTheirSlabOfAStack) {
+  std::mt19937 rng(47);
+  const AttnCase a{8, 4, 8, 16};
+  const Tensor q = rnd(DType::F32, {a.H, a.D}, rng);
+  const Tensor k = rnd(DType::F32, {a.Hkv, a.S, a.D}, rng);
+  const Tensor v = rnd(DType::F32, {a.Hkv, a.S, a.D}, rng);
+  const double scale = 1.0 / std::sqrt(double(a.D));
+  const int64_t heads = 2, slabs = 2, width = a.D + 2;
+  Tensor stack = filled(DType::F32, {slabs * a.H, width}, kNaN);
+  for (int64_t slab = 0; slab < slabs; ++slab)
+    for (int64_t first = 0; first < a.H; first += heads) {
+      Params p = attn(a, slab * 6, slab == 0 ? 6 : 7, scale, 2);
+      p.set_int("n_off", first);
+      p.set_int("N_tile", heads);
+      Tensor own = filled(DType::F32, {heads, width}, kNaN);
+      run(Op::ATTENTION_TILE, p, {&q, &k, &v}, {&own});
+      p.set_int("m_off", slab);
+      run(Op::ATTENTION_TILE, p, {&q, &k, &v}, {&stack});
+      const int64_t row0 = slab * a.H + first;
+      for (int64_t e = 0; e < heads * width; ++e)
+        ASSERT_EQ(stack.get(row0 * width + e), own.get(e)) << slab << " " << first << " " << e;
+      for (int64_t e = (row0 + heads) * width; e < slabs * a.H * width; ++e)
+        ASSERT_TRUE(std::isnan(stack.get(e))) << "wrote past its rows: " << e;
+    }
+  Params past = attn(a, 0, 6, scale, 2);
+  past.set_int("n_off", 0);
+  past.set_int("N_tile", heads);
+  past.set_int("m_off", slabs);
+  expect_op_error([&] { run(Op::ATTENTION_TILE, past, {&q, &k, &v}, {&stack}); },
+                  "param m_off 2 is not a slab of output 0, a stack of 2 partials");
+  Tensor own = filled(DType::F32, {heads, width}, kNaN);
+  past.set_int("m_off", 1);
+  expect_op_error([&] { run(Op::ATTENTION_TILE, past, {&q, &k, &v}, {&own}); },
+                  "param m_off 1 needs output 0 to be a stack of partials");
+}
+
 TEST(OpAttention, RejectsBadHeadRanges) {
   std::mt19937 rng(45);
   const AttnCase a{4, 2, 4, 8};

@@ -18,8 +18,8 @@
 
 namespace amk {
 
-inline constexpr std::string_view kIrVersion = "0.8.0";
-inline constexpr std::string_view kAbiVersion = "0.8";
+inline constexpr std::string_view kIrVersion = "0.9.0";
+inline constexpr std::string_view kAbiVersion = "0.9";
 
 inline constexpr int kMaxInputs = 8;
 inline constexpr int kMaxOutputs = 4;
@@ -63,11 +63,14 @@ enum class Op : int32_t {
   // (x @ W_up.T (+ b_up)) over columns [n_off, n_off + N_tile), i.e. two GEMV_TILEs and SILU_MUL.
   GEMV_GLU_TILE,
   RMSNORM_GEMV_GLU_TILE,  // 26: RMSNORM(x) first
+  // 27: o_proj over the split-KV attention's partials: ATTENTION_COMBINE of a stack of
+  // partials [S * n_heads, head_dim + 2] in the prologue, then the GEMV_ADD_TILE body.
+  COMBINE_GEMV_ADD_TILE,
 };
 inline constexpr int kNumDTypes = 10;
 inline constexpr int kNumMemSpaces = 4;
 inline constexpr int kNumBufferKinds = 6;
-inline constexpr int kNumOps = 27;
+inline constexpr int kNumOps = 28;
 
 // Names exactly as the JSON format spells them ("BF16", "GEMV_TILE", ...).
 std::string_view name_of(DType v);

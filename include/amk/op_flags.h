@@ -27,6 +27,19 @@ inline bool writes_head_slice(bool partial, int64_t range_heads, int64_t n_heads
   return !partial && range_heads != n_heads && !__builtin_mul_overflow(n_heads, head_dim, &row) &&
          out_numel == row;
 }
+
+// Whether a partial attention task with a head range of `range_heads` of `n_heads` writes its
+// partials into a stack of partials of every head, [S * n_heads, head_dim + 2] (docs/OPCODES.md,
+// ATTENTION_TILE): rows [m_off * n_heads + n_off, ... + range_heads) of an output that is a whole
+// number S >= 1 of such slabs and not just the task's own partials. False on overflow.
+inline bool writes_partial_stack(bool partial, int64_t range_heads, int64_t n_heads,
+                                 int64_t head_dim, int64_t out_numel) {
+  int64_t slab = 0, own = 0;
+  return partial && head_dim >= 1 && n_heads >= 1 && out_numel > 0 &&
+         !__builtin_mul_overflow(n_heads, head_dim + 2, &slab) &&
+         !__builtin_mul_overflow(range_heads, head_dim + 2, &own) && out_numel != own &&
+         out_numel % slab == 0;
+}
 }  // namespace attention_flags
 
 namespace kv_append_flags {

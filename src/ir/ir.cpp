@@ -46,6 +46,7 @@ static_assert(int(Op::NOP) == AMK_OP_NOP && int(Op::COPY) == AMK_OP_COPY &&
               int(Op::ROPE_KV_ATTENTION_TILE) == AMK_OP_ROPE_KV_ATTENTION_TILE &&
               int(Op::GEMV_GLU_TILE) == AMK_OP_GEMV_GLU_TILE &&
               int(Op::RMSNORM_GEMV_GLU_TILE) == AMK_OP_RMSNORM_GEMV_GLU_TILE &&
+              int(Op::COMBINE_GEMV_ADD_TILE) == AMK_OP_COMBINE_GEMV_ADD_TILE &&
               kNumOps == AMK_OP_COUNT);
 
 namespace {
@@ -63,7 +64,7 @@ constexpr std::array<std::string_view, kNumOps> kOpNames = {
     "SOFTMAX", "ALLREDUCE_SHARD", "KV_APPEND", "SAMPLE_ARGMAX", "ATTENTION_COMBINE",
     "ROPE_FREQ", "RMSNORM_GEMV_TILE", "SILU_MUL_GEMV_TILE", "GEMV_ADD_TILE",
     "SILU_MUL_GEMV_ADD_TILE", "ROPE_KV_ATTENTION_TILE", "GEMV_GLU_TILE",
-    "RMSNORM_GEMV_GLU_TILE"};
+    "RMSNORM_GEMV_GLU_TILE", "COMBINE_GEMV_ADD_TILE"};
 
 template <typename E, size_t N>
 std::string_view lookup_name(const std::array<std::string_view, N>& names, E v) {
@@ -159,6 +160,8 @@ const OpSpec& op_spec(Op op) {
        "out[.., n_off:+N_tile] = silu(x @ W_gate.T) * (x @ W_up.T)"},
       {Op::RMSNORM_GEMV_GLU_TILE, 4, 6, 1, {"eps", "hidden", "K", "N_tile", "n_off"},
        "out[.., n_off:+N_tile] = silu(rmsnorm(x, w) @ W_gate.T) * (rmsnorm(x, w) @ W_up.T)"},
+      {Op::COMBINE_GEMV_ADD_TILE, 3, 4, 1, {"head_dim", "n_heads", "K", "N_tile", "n_off"},
+       "out[.., n_off:+N_tile] = combine(partials) @ W.T + residual[.., n_off:+N_tile]"},
   }};
   const auto i = static_cast<size_t>(op);
   return registry[i < registry.size() ? i : 0];

@@ -6,7 +6,8 @@ bool is_glu_gemv(Op op) { return op == Op::GEMV_GLU_TILE || op == Op::RMSNORM_GE
 
 bool is_gemv_family(Op op) {
   return op == Op::GEMV_TILE || op == Op::RMSNORM_GEMV_TILE || op == Op::SILU_MUL_GEMV_TILE ||
-         op == Op::GEMV_ADD_TILE || op == Op::SILU_MUL_GEMV_ADD_TILE || is_glu_gemv(op);
+         op == Op::GEMV_ADD_TILE || op == Op::SILU_MUL_GEMV_ADD_TILE || op == Op::COMBINE_GEMV_ADD_TILE ||
+         is_glu_gemv(op);
 }
 
 size_t gemv_weight_input(Op op) {

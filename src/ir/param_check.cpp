@@ -88,7 +88,9 @@ void check_gemv(const TaskParams& c, size_t x_at, size_t w_at) {
   const bool tile_ok = at_least(c, "N_tile", n_tile, 1);
   if (!k_ok || !off_ok || !tile_ok) return;
   const int64_t end = *n_off + *n_tile;  // int32 params: no int64 overflow
-  if (const Buffer* x = c.in(x_at); x && !x->shape.empty() && x->shape.back() != *K)
+  // COMBINE_GEMV_ADD_TILE's x is merged from its stack of partials (check_partial_stack).
+  if (const Buffer* x = c.in(x_at);
+      x && !x->shape.empty() && x->shape.back() != *K && c.task().op != Op::COMBINE_GEMV_ADD_TILE)
     c.error("param K " + std::to_string(*K) + " is not the last dimension of input " +
             std::to_string(x_at) + " (x) " + c.ref(*x));
   if (c.task().op == Op::GEMM_TILE) {
@@ -231,6 +233,21 @@ void check_attention_heads(const TaskParams& c, bool fused) {
   const int64_t width = partial ? *head_dim + 2 : *head_dim;
   // Not partial, a head range may write its slice of a row of every head (docs/OPCODES.md).
   const Buffer* out = c.out(0);
+  // A partial may write its rows of slab m_off of a stack of partials of every head.
+  const std::optional<int64_t> m_off =
+      t.params.find("m_off") ? int_param(t, "m_off") : std::optional<int64_t>(0);
+  if (out && attention_flags::writes_partial_stack(partial, heads->second, *n_heads, *head_dim,
+                                                   out->numel())) {
+    const int64_t slabs = out->numel() / (*n_heads * width);
+    if (!m_off || *m_off < 0 || *m_off >= slabs)
+      c.error("param m_off " + (m_off ? num(*m_off) : std::string("(not an integer)")) +
+              " is not a slab of output 0 " + c.ref(*out) + ", a stack of " + num(slabs) +
+              " partials of n_heads " + num(*n_heads) + " x (head_dim + 2) " + num(width));
+    return;
+  }
+  if (m_off && *m_off != 0)
+    c.error("param m_off " + num(*m_off) + " needs output 0 to be a stack of partials [S x n_heads, "
+            "head_dim + 2] (flags bit 1), not " + (out ? c.ref(*out) : std::string("absent")));
   if (out && attention_flags::writes_head_slice(partial, heads->second, *n_heads, *head_dim,
                                                 out->numel()))
     return;
@@ -238,6 +255,27 @@ void check_attention_heads(const TaskParams& c, bool fused) {
               std::string(heads->second == *n_heads ? "n_heads " : "N_tile ") +
                   num(heads->second) + (partial ? " x (head_dim + 2) " + num(width) + " (a partial)"
                                                 : " x head_dim " + num(width)));
+}
+
+// COMBINE_GEMV_ADD_TILE's input 0 is a stack of S flash partials [S * n_heads, head_dim + 2]
+// whose merge is x: K = n_heads x head_dim; flags bit 2 (the blocks the step's position reached)
+// needs kv_len, the blocks' length.
+void check_partial_stack(const TaskParams& c) {
+  const Task& t = c.task();
+  const auto head_dim = int_param(t, "head_dim"), n_heads = int_param(t, "n_heads"),
+             K = int_param(t, "K");
+  const int64_t flags = int_param(t, "flags").value_or(0);
+  if ((flags & ~attention_flags::kRuntimeWindow) != 0)
+    c.error("param flags " + num(flags) + " has unknown bits (bit 2: runtime window)");
+  if ((flags & attention_flags::kRuntimeWindow) != 0) at_least(c, "kv_len", int_param(t, "kv_len"), 1);
+  if (!at_least(c, "head_dim", head_dim, 1) || !at_least(c, "n_heads", n_heads, 1) || !K) return;
+  if (*n_heads * *head_dim != *K)
+    c.error("param K " + num(*K) + " must be n_heads " + num(*n_heads) + " x head_dim " +
+            num(*head_dim));
+  const int64_t slab = *n_heads * (*head_dim + 2);
+  if (const Buffer* s = c.in(0); s && (s->numel() < slab || s->numel() % slab != 0))
+    c.error("input 0 (partials) " + c.ref(*s) + " is not a stack of partials of n_heads " +
+            num(*n_heads) + " x (head_dim + 2) " + num(*head_dim + 2) + " floats each");
 }
 
 // A partial SAMPLE_ARGMAX (n_off, N_tile, m_off; flags bit 0 clear) reads logits
@@ -362,6 +400,10 @@ void check_task_params(const Program& p, Diagnostics& d) {
       case Op::SILU_MUL_GEMV_ADD_TILE:
         check_gemv(c, 0, 2);
         if (p.tasks[t].op == Op::RMSNORM_GEMV_TILE) check_norm(c);
+        break;
+      case Op::COMBINE_GEMV_ADD_TILE:
+        check_gemv(c, 0, 1);
+        check_partial_stack(c);
         break;
       case Op::GEMV_GLU_TILE:
       case Op::RMSNORM_GEMV_GLU_TILE:

@@ -114,6 +114,26 @@ WriteRegion write_region(const Program& program, const Task& task, int64_t buffe
     const bool partial = flags && flags->kind == ParamValue::Kind::Int &&
                          (flags->i & attention_flags::kPartial) != 0;
     const auto nb = static_cast<int64_t>(program.buffers.size());
+    // A partial into a stack of partials of every head: rows [m_off * n_heads + n_off, ... +
+    // N_tile) of [S * n_heads, head_dim + 2] (absent m_off: slab 0).
+    const auto n_off = offset_param(task.params, "n_off");
+    const std::optional<int64_t> m_off =
+        task.params.find("m_off") ? offset_param(task.params, "m_off") : std::optional<int64_t>(0);
+    if (n_tile && head_dim && n_heads && n_off && m_off && buffer >= 0 && buffer < nb &&
+        attention_flags::writes_partial_stack(
+            partial, *n_tile, *n_heads, *head_dim,
+            program.buffers[static_cast<size_t>(buffer)].numel())) {
+      int64_t first = 0;
+      if (__builtin_mul_overflow(*m_off, *n_heads, &first) ||
+          __builtin_add_overflow(first, *n_off, &first))
+        return r;
+      r.whole = false;
+      r.row_lo = first;
+      r.row_hi = end_of(first, *n_tile);
+      r.col_lo = kMin;
+      r.col_hi = kMax;
+      return r;
+    }
     if (!n_tile || !head_dim || !n_heads || buffer < 0 || buffer >= nb ||
         !attention_flags::writes_head_slice(partial, *n_tile, *n_heads, *head_dim,
                                             program.buffers[static_cast<size_t>(buffer)].numel()))

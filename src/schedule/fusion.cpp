@@ -31,6 +31,8 @@ Fusion resolve_fusion(const ScheduleConfig& config) {
       f.rope_attention = true;
     } else if (g == std::vector<std::string>{"gemv", "silu_mul"}) {
       f.gemv_silu_mul = true;
+    } else if (g == std::vector<std::string>{"attention_combine", "gemv"}) {
+      f.combine_gemv = true;
     } else {
       unknown += (unknown.empty() ? "" : ", ") + spell(g);
     }
@@ -39,7 +41,7 @@ Fusion resolve_fusion(const ScheduleConfig& config) {
   if (!unknown.empty())
     throw LoweringError("fusion_grouping cannot fuse " + unknown +
                          " (known groups: [rmsnorm, gemv], [silu_mul, gemv], [gemv, add], [rope, attention], "
-                         "[gemv, silu_mul])");
+                         "[gemv, silu_mul], [attention_combine, gemv])");
   return f;
 }
 

@@ -21,6 +21,11 @@ struct Fusion {
   // (the SILU_MUL task goes, and ["silu_mul", "gemv"] has nothing left to fuse). Its tiles are
   // tiling.gate_proj features wide; tiling.up_proj is refused.
   bool gemv_silu_mul = false;
+  // ["attention_combine", "gemv"] -> COMBINE_GEMV_ADD_TILE (needs ["gemv", "add"] and a
+  // tiling.attention.kv_block split): the block tasks write one stack of partials and every
+  // o_proj tile merges it itself, so no ATTENTION_COMBINE task, attention row or its counter
+  // remains between the attention and o_proj.
+  bool combine_gemv = false;
 };
 
 // Throws LoweringError naming every group it does not know (and the ones it does).

@@ -120,14 +120,19 @@ std::vector<KnobSpec> make_space() {
     f.kind = KnobKind::GroupSet;
     f.effect = KnobEffect::Tasks;
     f.tier = 3;
-    f.choices = {"rmsnorm+gemv", "silu_mul+gemv", "gemv+add", "rope+attention", "gemv+silu_mul"};
+    f.choices = {"rmsnorm+gemv",   "silu_mul+gemv", "gemv+add",
+                 "rope+attention", "gemv+silu_mul", "attention_combine+gemv"};
     f.range =
-        "any subset of: rmsnorm+gemv, silu_mul+gemv, gemv+add, rope+attention, gemv+silu_mul";
-    f.default_rule = "all but silu_mul+gemv (which gemv+silu_mul leaves nothing to fuse)";
+        "any subset of: rmsnorm+gemv, silu_mul+gemv, gemv+add, rope+attention, gemv+silu_mul, "
+        "attention_combine+gemv (needs gemv+add and a kv_block split)";
+    f.default_rule =
+        "all but silu_mul+gemv (which gemv+silu_mul leaves nothing to fuse); "
+        "attention_combine+gemv only with at most 8 KV blocks and head_dim <= 64";
     f.meaning =
         "adjacent ops fused into one task so the activation never round-trips to memory (norm "
         "per GEMV tile, SwiGLU per down tile, residual add per tile, rope+KV append per "
-        "attention task, gate and up rows in one tile with SwiGLU in its epilogue)";
+        "attention task, gate and up rows in one tile with SwiGLU in its epilogue, the split-KV "
+        "combine per o_proj tile)";
     s.push_back(std::move(f));
   }
   s.push_back(choice("sm_assignment", 4, {"critical_path", "load_balance", "round_robin"},

@@ -194,6 +194,14 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
     throw LoweringError(
         "tiling.up_proj does nothing with fusion group [gemv, silu_mul]: gate_proj and up_proj "
         "share one tile per range of features, tiling.gate_proj.N_tile features wide; remove it");
+  if (fusion.combine_gemv && !fusion.gemv_add)
+    throw LoweringError(
+        "fusion group [attention_combine, gemv] needs [gemv, add]: its o_proj tiles "
+        "(COMBINE_GEMV_ADD_TILE) also add the residual");
+  if (fusion.combine_gemv && !tiling.kv_block)
+    throw LoweringError(
+        "fusion group [attention_combine, gemv] needs tiling.attention.kv_block: without a "
+        "split-KV attention there is no combine to fuse");
   const DType wdt = resolve_weight_dtype(m, weight_dtype);
 
   const int64_t H = m.hidden_size, V = m.vocab_size, F = m.intermediate_size, HD = m.head_dim;
@@ -205,6 +213,11 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
   int64_t n_blocks = 1;
   if (tiling.kv_block) {
     n_blocks = (C + *tiling.kv_block - 1) / *tiling.kv_block;
+    if (fusion.combine_gemv && n_blocks < 2)
+      throw LoweringError(fmt::format(
+          "fusion group [attention_combine, gemv] with tiling.attention.kv_block {} >= "
+          "max_context {}: one KV block has no combine to fuse (lower kv_block)",
+          *tiling.kv_block, C));
     if (n_blocks > kMaxKvBlocks)
       throw LoweringError(
           fmt::format("tiling.attention.kv_block {} splits max_context {} into {} KV blocks; "
@@ -403,7 +416,10 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
       a.set_int("flags", flags);
       return a;
     };
-    const int64_t attn = g.act(ap + "attn", {1, QD});
+    // [attention_combine, gemv]: no attention row; the block tasks write a stack of partials
+    // that the o_proj tiles merge.
+    const int64_t attn = fusion.combine_gemv ? -1 : g.act(ap + "attn", {1, QD});
+    int64_t partial_stack = -1;
     // KV bytes at the full window: the runtime window is at most this.
     const auto kv_bytes = [&](int64_t len) { return 2 * g.abytes(len * KVD); };
     // One attention task into `out` under `counter` (< 0: its own counter, returned): the plain
@@ -444,6 +460,27 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
           attention_task(attn_params(0, C, attention_flags::kRuntimeWindow), attn, -1,
                          ap + "attention", kv_bytes(C), 4 * QD * C);
       if (counter >= 0) g.mark_ready(attn, Wait{counter, 1});
+    } else if (fusion.combine_gemv) {
+      // Split-KV into one stack of partials [n_blocks * NH, HD + 2]: block b's task writes slab
+      // b (param m_off), its head group's rows; one counter for every block task.
+      const int64_t B = *tiling.kv_block;
+      const int64_t n_groups = NKV / kv_heads, group_heads = NH / n_groups;
+      partial_stack = g.act(ap + "attn_partials", {n_blocks * NH, HD + 2});
+      const int64_t counter = g.shared_counter(ap + "attention partials");
+      for (int64_t gi = 0; gi < n_groups; ++gi) {
+        for (int64_t b = 0; b < n_blocks; ++b) {
+          const int64_t start = b * B, len = std::min(B, C - start);
+          Params params =
+              attn_params(start, len, attention_flags::kPartial | attention_flags::kRuntimeWindow);
+          params.set_int("n_off", gi * group_heads);
+          params.set_int("N_tile", group_heads);
+          params.set_int("m_off", b);
+          attention_task(std::move(params), partial_stack, counter,
+                         fmt::format("{}attention[h{}][kv{}]", ap, gi, b),
+                         kv_bytes(len) / n_groups, 4 * QD * len / n_groups);
+        }
+      }
+      g.mark_ready(partial_stack, Wait{counter, n_groups * n_blocks});
     } else {
       // Split-KV (flash decoding): each block's partial [acc | m | l]; blocks past the step's
       // position are empty partials, which the combine weighs as zero. With kv_heads, also split
@@ -531,8 +568,23 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
       if (by_head) g.mark_ready(attn, Wait{attn_counter, n_groups});
     }
 
-    const int64_t h1 =
-        gemv_add(attn, w_o, b_o, h, QD, "o_proj", ap, "attn_residual", fusion.gemv_add);
+    int64_t h1 = -1;
+    if (partial_stack >= 0) {
+      // COMBINE_GEMV_ADD_TILE: each tile merges the live blocks' partials (flags bit 2 with the
+      // blocks' length) into its x, then o_proj and the residual.
+      h1 = g.act(ap + "attn_residual", {1, H});
+      std::vector<int64_t> in{partial_stack, w_o, h};
+      if (b_o) in.push_back(*b_o);
+      Params merge = ints({{"head_dim", HD},
+                           {"n_heads", NH},
+                           {"kv_len", *tiling.kv_block},
+                           {"flags", attention_flags::kRuntimeWindow}});
+      // est_bytes as GEMV_ADD_TILE's (the partials, like the combine's, are L2 traffic).
+      g.tiles(Op::COMBINE_GEMV_ADD_TILE, std::move(in), merge, g.abytes(H), b_o.has_value(), h1,
+              QD, H, tiling.n_tile("o_proj"), ap + "o_proj");
+    } else {
+      h1 = gemv_add(attn, w_o, b_o, h, QD, "o_proj", ap, "attn_residual", fusion.gemv_add);
+    }
 
     // ---- MLP ----
     const Normed h1n = normed(h1, w_mnorm, ap + "mlp_norm", ap + "post_attention_layernorm");

@@ -22,6 +22,8 @@ int64_t tile_rows(const std::string& knob, const ModelConfig& m) {
 }
 
 const std::string kGemvSiluMul = "gemv+silu_mul", kSiluMulGemv = "silu_mul+gemv";
+// attention_combine+gemv needs gemv+add and a kv_block split (the lowering refuses it alone).
+const std::string kCombineGemv = "attention_combine+gemv", kGemvAdd = "gemv+add";
 
 bool has_group(const ScheduleConfig& c, const std::string& spelled) {
   for (const auto& g : c.fusion_grouping)
@@ -70,6 +72,10 @@ std::vector<Proposal> values_of(const ScheduleConfig& c, const std::string& knob
     // tiling over (a GLU tile of n features reads 2n rows, as one 2n-row gate or up tile does:
     // the same tiles and bytes a tile), so the experiment changes one thing: where SwiGLU runs.
     if (g == kSiluMulGemv && has_group(c, kGemvSiluMul)) return out;
+    // attention_combine+gemv is no knob without what it needs, and gemv+add off takes it along.
+    if (g == kCombineGemv && !has_group(c, kCombineGemv) &&
+        (!has_group(c, kGemvAdd) || !integer_knob(c, "tiling.attention.kv_block")))
+      return out;
     ScheduleConfig next = c;
     const auto drop = [&](const std::string& group) {
       std::erase_if(next.fusion_grouping,
@@ -78,6 +84,7 @@ std::vector<Proposal> values_of(const ScheduleConfig& c, const std::string& knob
     const std::optional<int64_t> gate = integer_knob(c, "tiling.gate_proj.N_tile");
     if (has_group(c, g)) {
       drop(g);
+      if (g == kGemvAdd) drop(kCombineGemv);
       if (g == kGemvSiluMul) {
         next.fusion_grouping.push_back(parse_group(kSiluMulGemv));
         if (gate) {
@@ -136,6 +143,9 @@ std::vector<Proposal> values_of(const ScheduleConfig& c, const std::string& knob
     ScheduleConfig none = c;
     set_integer_knob(none, "tiling.attention.kv_block", std::nullopt);
     set_integer_knob(none, "tiling.attention.kv_heads", std::nullopt);
+    std::erase_if(none.fusion_grouping, [](const std::vector<std::string>& g) {
+      return spell_group(g) == kCombineGemv;  // no split, no combine to fuse
+    });
     add(std::move(none), "absent");
     return out;
   }

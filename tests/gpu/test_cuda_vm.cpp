@@ -80,6 +80,14 @@ std::vector<std::pair<std::string, ScheduleConfig>> schedule_sweep() {
       {"rmsnorm", "gemv"}, {"gemv", "silu_mul"}, {"gemv", "add"}, {"rope", "attention"}};
   all_fused_glu.tiling.push_back({"gate_proj", {{"N_tile", 24}}});
   out.emplace_back("all_fused_glu24", all_fused_glu);
+  // o_proj tiles that merge the split-KV partials themselves (COMBINE_GEMV_ADD_TILE): 8 blocks
+  // of 8 keys (two batches of the merge), and 16 of 4 (four), the block tasks writing one
+  // stack of partials by head group and block.
+  ScheduleConfig combine_gemv = all_fused_glu;
+  combine_gemv.fusion_grouping.push_back({"attention_combine", "gemv"});
+  out.emplace_back("combine_gemv_split_kv8_heads1", combine_gemv);
+  combine_gemv.tiling = {{"attention", {{"kv_block", 4}, {"kv_heads", 1}}}};
+  out.emplace_back("combine_gemv_split_kv4_heads1", combine_gemv);
   // GEMV_GLU_TILE (the norm its own task) of 8 features.
   ScheduleConfig glu;
   glu.fusion_grouping = {{"gemv", "silu_mul"}};
@@ -306,13 +314,16 @@ TEST(CudaVm, AttentionOverSeveralKeyBlocksMatchesReference) {
     const char* label;
     int64_t kv_block;  // 0: no split, one task per layer (or per KV head) over the whole window
     bool fused;
+    bool combine_gemv = false;  // o_proj merges the partials (COMBINE_GEMV_ADD_TILE)
   };
   for (const Case& k : {Case{"fused, 128-key split", 128, true}, Case{"fused, 256-key split", 256, true},
+                        Case{"fused, 64-key split, o_proj merges 5 partials", 64, true, true},
                         Case{"plain, unsplit", 0, false},
                         Case{"fused, unsplit, a task a KV head writing its slice", 0, true}}) {
     SCOPED_TRACE(k.label);
     ScheduleConfig config = k.fused ? fused : ScheduleConfig{};
     config.tiling.clear();
+    if (k.combine_gemv) config.fusion_grouping.push_back({"attention_combine", "gemv"});
     if (k.kv_block > 0)
       config.tiling = {{"attention", {{"kv_block", k.kv_block}, {"kv_heads", 1}}}};
     else if (k.fused)

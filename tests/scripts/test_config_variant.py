@@ -36,6 +36,16 @@ class ConfigVariant(unittest.TestCase):
         self.assertEqual(out["tiling"]["attention"], {"kv_block": 64})
         self.assertEqual(out["threads_per_block"], 256)
 
+    def test_fusion_grouping_items_append_a_group(self):
+        r, out = self.run_variant("fusion_grouping+=attention_combine+gemv,threads_per_block=128")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(out["fusion_grouping"][-1], ["attention_combine", "gemv"])
+        self.assertEqual(out["fusion_grouping"][:-1], BASE.get("fusion_grouping", []))
+        self.assertEqual(out["threads_per_block"], 128)
+        r, out = self.run_variant("fusion_grouping+=gemv+")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("empty op", r.stderr)
+
     def test_base_copies_the_base(self):
         r, out = self.run_variant("base")
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -57,6 +57,7 @@ bool device_implements(Op op) {
     case Op::SILU_MUL_GEMV_ADD_TILE:
     case Op::GEMV_GLU_TILE:
     case Op::RMSNORM_GEMV_GLU_TILE:
+    case Op::COMBINE_GEMV_ADD_TILE:
       return true;
     default:
       return false;
@@ -250,7 +251,9 @@ int32_t int32_scalar_buffer(const Program& program, const IdMaps& ids, std::stri
 int64_t gemv_scratch_bytes(const Task& t, const IdMaps& ids) {
   const int64_t K = std::max<int64_t>(t.params.get_int("K", 0), 1);
   const Buffer& x = *ids.buffer_by_id.at(t.inputs.at(0));
-  const int64_t rows = std::max<int64_t>(x.numel() / K, 1);
+  // COMBINE_GEMV_ADD_TILE's input 0 is a stack of partials that it merges into one row.
+  const int64_t rows =
+      t.op == Op::COMBINE_GEMV_ADD_TILE ? 1 : std::max<int64_t>(x.numel() / K, 1);
   const int64_t n_tile = std::clamp<int64_t>(t.params.get_int("N_tile", 1), 1, 1 << 16);
   const size_t wi = gemv_weight_input(t.op);
   const int64_t bits = t.inputs.size() > wi ? dtype_bits(ids.buffer_by_id.at(t.inputs[wi])->dtype)

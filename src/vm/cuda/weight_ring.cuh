@@ -141,7 +141,8 @@ __device__ __forceinline__ bool is_glu_gemv(int op) {
 __device__ __forceinline__ bool is_gemv_family(int op) {
   return op == AMK_OP_GEMV_TILE || op == AMK_OP_RMSNORM_GEMV_TILE ||
          op == AMK_OP_SILU_MUL_GEMV_TILE || op == AMK_OP_GEMV_ADD_TILE ||
-         op == AMK_OP_SILU_MUL_GEMV_ADD_TILE || is_glu_gemv(op);
+         op == AMK_OP_SILU_MUL_GEMV_ADD_TILE || op == AMK_OP_COMBINE_GEMV_ADD_TILE ||
+         is_glu_gemv(op);
 }
 // Which input is the [N, K] weight (a GLU tile's gate weight; its up weight follows).
 __device__ __forceinline__ int gemv_weight_input(int op) {
@@ -194,7 +195,8 @@ __device__ __forceinline__ RingTile ring_tile(const amk_instruction_t& inst, con
   // StripPlan): longer rows (512 KiB and up) take the global-memory path.
   if (row_bytes % 16 != 0 || row_bytes > ring.chunk_bytes || row_bytes / 16 >= (1 << 15)) return t;
   if (reinterpret_cast<uintptr_t>(W.ptr) % 16 != 0) return t;
-  if (desc(0).numel != p.K) return t;  // exactly one activation row
+  // Exactly one activation row (COMBINE_GEMV_ADD_TILE merges its stack of partials into one).
+  if (desc(0).numel != p.K && inst.op != AMK_OP_COMBINE_GEMV_ADD_TILE) return t;
   if (glu) {
     const amk_buffer_t& U = desc(wi + 1);
     if (U.rank != 2 || U.shape[0] != W.shape[0] || U.shape[1] != W.shape[1] ||

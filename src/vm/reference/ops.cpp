@@ -42,6 +42,7 @@ void dispatch(Op op, const Params& params, std::span<const Tensor* const> inputs
     case Op::SILU_MUL_GEMV_ADD_TILE: ref::op_silu_mul_gemv_add_tile(c); return;
     case Op::GEMV_GLU_TILE: ref::op_gemv_glu_tile(c); return;
     case Op::RMSNORM_GEMV_GLU_TILE: ref::op_rmsnorm_gemv_glu_tile(c); return;
+    case Op::COMBINE_GEMV_ADD_TILE: ref::op_combine_gemv_add_tile(c); return;
   }
   throw OpError("unknown opcode " + std::to_string(int(op)));
 }

@@ -1000,11 +1000,19 @@ __device__ inline int attention_setup(const OpContext& c, AttentionShape& a, int
   // amk/op_flags.h attention_flags::writes_head_slice).
   const bool slice = !a.partial && count != p.n_heads &&
                      out.numel == int64_t(p.n_heads) * a.head_dim;
+  // A partial may go to its rows of a stack of partials of every head, [S * n_heads, head_dim
+  // + 2], slab m_off (attention_flags::writes_partial_stack): COMBINE_GEMV_ADD_TILE reads the
+  // stack whole.
+  const int64_t stack_slab = int64_t(p.n_heads) * width;
+  const bool stack = a.partial && out.numel != int64_t(count) * width && out.numel > 0 &&
+                     out.numel % stack_slab == 0;
+  if (stack ? (p.m_off < 0 || int64_t(p.m_off) >= out.numel / stack_slab) : p.m_off != 0)
+    return 4;
   if (q.numel != int64_t(p.n_heads) * a.head_dim || k.rank != 3 || k.shape[0] != p.n_kv_heads ||
       k.shape[2] != a.head_dim || v.rank != 3 || v.shape[0] != k.shape[0] ||
       v.shape[1] != k.shape[1] || v.shape[2] != k.shape[2] ||
       int64_t(p.kv_start) + p.kv_len > max_seq ||
-      (!slice && out.numel != int64_t(a.n_heads) * width))
+      (!slice && !stack && out.numel != int64_t(a.n_heads) * width))
     return 4;
   if (q.dtype != AMK_DTYPE_F32 || !is_f32_or_bf16(k.dtype) || v.dtype != k.dtype ||
       out.dtype != AMK_DTYPE_F32)
@@ -1015,7 +1023,9 @@ __device__ inline int attention_setup(const OpContext& c, AttentionShape& a, int
   a.q = static_cast<const float*>(q.ptr) + int64_t(first) * a.head_dim;
   a.k = reinterpret_cast<const float*>(static_cast<const char*>(k.ptr) + head0);
   a.v = reinterpret_cast<const float*>(static_cast<const char*>(v.ptr) + head0);
-  a.out = static_cast<float*>(out.ptr) + (slice ? int64_t(first) * a.head_dim : 0);
+  a.out = static_cast<float*>(out.ptr) +
+          (slice ? int64_t(first) * a.head_dim
+                 : stack ? int64_t(p.m_off) * stack_slab + int64_t(first) * width : 0);
   *first_head = first;
   return 0;
 }

@@ -1,12 +1,13 @@
 // The GEMV family: GEMV_TILE (5), RMSNORM_GEMV_TILE (20), SILU_MUL_GEMV_TILE (21),
 // GEMV_ADD_TILE (22), SILU_MUL_GEMV_ADD_TILE (23), GEMV_GLU_TILE (25) and RMSNORM_GEMV_GLU_TILE
-// (26), as src/vm/reference/ops/matmul.cpp (fp weights) and fused_gemv.cpp. Each is one
-// prologue (copy / RMSNORM / SILU_MUL) and one epilogue (+ bias, + residual, or the GLU's
+// (26) and COMBINE_GEMV_ADD_TILE (27), as src/vm/reference/ops/matmul.cpp (fp weights) and
+// fused_gemv.cpp. Each is one prologue (copy / RMSNORM / SILU_MUL / the split-KV attention's
+// combine) and one epilogue (+ bias, + residual, or the GLU's
 // silu(gate) * up) around the same GEMV body. A GLU tile's body runs over 2 N_tile rows: its
 // gate rows, then its up rows (the weight ring streams them as one tile, weight_ring.cuh).
 //
 //   1. x (K floats, fp32) is built in shared scratch: a copy of the activation row, RMSNORM of
-//      it (norm weight = input 1), or silu(gate) * up. This is the F32 intermediate the reference
+//      it (norm weight = input 1), silu(gate) * up, or the merge of a stack of flash partials. This is the F32 intermediate the reference
 //      materialises (the fused norm's sum of squares runs in another order than RMSNORM's: fp32
 //      noise).
 //   2. out[r, n_off + j] = dot(x_r, W[n_off + j]) (+ bias[n_off + j]) (+ residual[r, n_off + j]),
@@ -25,6 +26,7 @@
 
 #include <cstdint>
 
+#include "vm/cuda/ops/attention.cuh"
 #include "vm/cuda/primitives.cuh"
 #include "vm/cuda/sync.cuh"
 #include "vm/cuda/ops/gemv_strips.h"
@@ -43,6 +45,7 @@ enum GemvError : int {
   kBadOutput = 24,       // output too narrow, or a different row count than x
   kBadFusedOperand = 25, // norm weight / up / residual of the wrong size, hidden != K
   kScratchTooSmall = 26, // the layout's scratch cannot hold x
+  kBadPartials = 27,     // COMBINE_GEMV_ADD_TILE: K != n_heads x head_dim, or not a stack
 };
 
 constexpr int kReduceFloats = 32;  // block_sum's space at the head of scratch
@@ -62,6 +65,9 @@ struct Gemv {
   __device__ __forceinline__ int body_rows() const { return glu ? 2 * N_tile : N_tile; }
 };
 
+__device__ __forceinline__ bool has_combine_prologue(int op) {
+  return op == AMK_OP_COMBINE_GEMV_ADD_TILE;
+}
 __device__ __forceinline__ bool has_norm_prologue(int op) {
   return op == AMK_OP_RMSNORM_GEMV_TILE || op == AMK_OP_RMSNORM_GEMV_GLU_TILE;
 }
@@ -119,7 +125,9 @@ __device__ __forceinline__ int resolve(const OpContext& c, Gemv& g) {
   const int op = inst.op;
   const int wi = gemv_weight_input(op);
   // The residual follows the weight in the ops that add one; the optional bias comes last.
-  const bool adds = op == AMK_OP_GEMV_ADD_TILE || op == AMK_OP_SILU_MUL_GEMV_ADD_TILE;
+  const bool combine = has_combine_prologue(op);
+  const bool adds =
+      op == AMK_OP_GEMV_ADD_TILE || op == AMK_OP_SILU_MUL_GEMV_ADD_TILE || combine;
   // A GLU tile's biases come in pairs after its two weights.
   g.glu = is_glu_gemv(op);
   const int bias_index = wi + (adds || g.glu ? 2 : 1);
@@ -139,9 +147,20 @@ __device__ __forceinline__ int resolve(const OpContext& c, Gemv& g) {
   g.residual = adds ? &in_buf(c, wi + 1) : nullptr;
   g.out = &out_buf(c, 0);
 
-  if (last_dim(*g.x) != g.K) return kBadX;
-  // One activation row (decode) without a 64-bit division: these checks run on every task.
-  g.rows = g.x->numel == g.K ? 1 : g.x->numel / g.K;
+  if (combine) {
+    // x is one row merged from a stack of S partials [S * n_heads, head_dim + 2].
+    const int64_t slab = int64_t(p.n_heads) * (p.head_dim + 2);
+    if (p.head_dim < 4 || p.head_dim % 4 != 0 || p.n_heads < 1 ||
+        int64_t(p.n_heads) * p.head_dim != g.K || g.x->dtype != AMK_DTYPE_F32 ||
+        g.x->numel < slab || g.x->numel % slab != 0 ||
+        reinterpret_cast<uintptr_t>(g.x->ptr) % 8 != 0)
+      return kBadPartials;
+    g.rows = 1;
+  } else {
+    if (last_dim(*g.x) != g.K) return kBadX;
+    // One activation row (decode) without a 64-bit division: these checks run on every task.
+    g.rows = g.x->numel == g.K ? 1 : g.x->numel / g.K;
+  }
   const amk_buffer_t& W = *g.W;
   if (W.rank != 2 || W.shape[1] != g.K || int64_t(g.n_off) + g.N_tile > W.shape[0])
     return kBadWeight;
@@ -217,6 +236,91 @@ __device__ __forceinline__ void build_x_vec4(const OpContext& c, const amk_buffe
 // two-pass path through shared memory.
 constexpr int kNormVecs = 2;
 
+// COMBINE_GEMV_ADD_TILE's x: ATTENTION_COMBINE's merge (merge_partials' arithmetic, online over
+// batches of kStackBatch partials) of a stack of S flash partials [S * n_heads, head_dim + 2].
+// With flags bit 2 and kv_len B, partial s holds keys [s B, s B + B): those past the step's
+// position are empty and not read. A thread owns float4s v of x (head 4 v / head_dim) and loads,
+// per partial, the head's (m, l) and the four acc values as 8-byte pairs (a row of head_dim + 2
+// floats is 8-byte aligned, not 16), kStackVecs float4s' worth of a batch before using any: the
+// partials were just written by other SMs, so each batch is one L2 round trip. (Two float4s a
+// thread in flight spilled the 256-thread build, stack 96 -> 192 bytes; as a call, worse.)
+constexpr int kStackBatch = 4;
+constexpr int kStackVecs = 1;
+__device__ __forceinline__ void build_x_combine(const float* parts, int64_t parts_numel, int hd,
+                                             int nh, int K, int window, const amk_program_t* prog,
+                                             int tid, int n_threads, float* xs, bool split) {
+  const int w = hd + 2;
+  int S = int(parts_numel / (int64_t(nh) * w));
+  if (window > 0) S = min(S, max(step_position(*prog), 0) / window + 1);
+  XLayout layout;
+  layout.split = split;
+  layout.K8 = K / 8;
+  float4* xs4 = reinterpret_cast<float4*>(xs);
+  const int n4 = K / 4;
+  for (int v0 = tid; v0 < n4; v0 += kStackVecs * n_threads) {
+    float M[kStackVecs], L[kStackVecs];
+    float4 acc[kStackVecs];
+#pragma unroll
+    for (int u = 0; u < kStackVecs; ++u) {
+      M[u] = neg_inf();
+      L[u] = 0.0f;
+      acc[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll 1
+    for (int s0 = 0; s0 < S; s0 += kStackBatch) {
+      float2 ml[kStackVecs][kStackBatch], lo[kStackVecs][kStackBatch], hi[kStackVecs][kStackBatch];
+#pragma unroll
+      for (int u = 0; u < kStackVecs; ++u) {
+        const int v = v0 + u * n_threads;
+        const int h = (4 * v) / hd, d = 4 * v - h * hd;
+#pragma unroll
+        for (int b = 0; b < kStackBatch; ++b) {
+          if (v < n4 && s0 + b < S) {
+            const float* row = parts + (int64_t(s0 + b) * nh + h) * w;
+            ml[u][b] = *reinterpret_cast<const float2*>(row + hd);
+            lo[u][b] = *reinterpret_cast<const float2*>(row + d);
+            hi[u][b] = *reinterpret_cast<const float2*>(row + d + 2);
+          } else {
+            ml[u][b] = make_float2(0.0f, 0.0f);  // l = 0: skipped
+            lo[u][b] = hi[u][b] = make_float2(0.0f, 0.0f);
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kStackVecs; ++u) {
+        float Mb = M[u];
+#pragma unroll
+        for (int b = 0; b < kStackBatch; ++b)
+          if (ml[u][b].y > 0.0f) Mb = fmaxf(Mb, ml[u][b].x);
+        if (Mb > M[u]) {  // a larger max: rescale what the earlier batches summed
+          const float r = L[u] > 0.0f ? expf(M[u] - Mb) : 0.0f;
+          L[u] *= r;
+          acc[u] = make_float4(acc[u].x * r, acc[u].y * r, acc[u].z * r, acc[u].w * r);
+          M[u] = Mb;
+        }
+#pragma unroll
+        for (int b = 0; b < kStackBatch; ++b) {
+          const float l = ml[u][b].y;
+          if (!(l > 0.0f)) continue;
+          const float e = expf(ml[u][b].x - M[u]);
+          L[u] = fmaf(e, l, L[u]);
+          acc[u] = make_float4(fmaf(e, lo[u][b].x, acc[u].x), fmaf(e, lo[u][b].y, acc[u].y),
+                               fmaf(e, hi[u][b].x, acc[u].z), fmaf(e, hi[u][b].y, acc[u].w));
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kStackVecs; ++u) {
+      const int v = v0 + u * n_threads;
+      if (v >= n4) break;
+      const float l = L[u];
+      xs4[layout.slot4(v)] = l > 0.0f ? make_float4(acc[u].x / l, acc[u].y / l, acc[u].z / l,
+                                                     acc[u].w / l)
+                                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+  }
+}
+
 // Step 1: activation row r -> xs (K floats in shared memory, in `layout`). Ends with a consumer
 // barrier.
 __device__ __forceinline__ void build_x(const OpContext& c, const Gemv& g, int64_t r, float* xs,
@@ -227,7 +331,12 @@ __device__ __forceinline__ void build_x(const OpContext& c, const Gemv& g, int64
   float4* xs4 = reinterpret_cast<float4*>(xs);
   const bool vec = K % 4 == 0 && vec4_ok(*g.x, base) &&
                    (g.aux == nullptr || vec4_ok(*g.aux, has_norm_prologue(op) ? 0 : base));
-  if (op == AMK_OP_SILU_MUL_GEMV_TILE || op == AMK_OP_SILU_MUL_GEMV_ADD_TILE) {
+  if (has_combine_prologue(op)) {
+    const amk_params_t& p = c.inst->params;
+    const bool window = (p.flags & AMK_ATTN_FLAG_RUNTIME_WINDOW) != 0 && p.kv_len > 0;
+    build_x_combine(static_cast<const float*>(g.x->ptr), g.x->numel, p.head_dim, p.n_heads, K,
+                    window ? p.kv_len : 0, c.prog, c.tid, c.n_threads, xs, layout.split);
+  } else if (op == AMK_OP_SILU_MUL_GEMV_TILE || op == AMK_OP_SILU_MUL_GEMV_ADD_TILE) {
     if (vec)
       build_x_vec4(c, *g.x, base / 4, *g.aux, base / 4, K / 4, xs4, layout,
                    [](float gate, float up) { return silu(gate) * up; });

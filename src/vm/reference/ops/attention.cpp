@@ -110,7 +110,17 @@ void op_attention_tile(const OpContext& c) {
   // then covers the whole window with no combine.
   const bool slice =
       attention_flags::writes_head_slice(partial, heads.count, n_heads, head_dim, out.numel());
-  if (!slice)
+  // A partial may go to its rows of slab m_off of a stack of partials of every head,
+  // [S * n_heads, head_dim + 2], which COMBINE_GEMV_ADD_TILE merges.
+  const bool stack =
+      attention_flags::writes_partial_stack(partial, heads.count, n_heads, head_dim, out.numel());
+  const int64_t m_off = c.int_param_or("m_off", 0);
+  if (stack && (m_off < 0 || m_off >= out.numel() / (n_heads * width)))
+    c.fail("param m_off " + num(m_off) + " is not a slab of output 0, a stack of " +
+           num(out.numel() / (n_heads * width)) + " partials");
+  if (!stack && m_off != 0)
+    c.fail("param m_off " + num(m_off) + " needs output 0 to be a stack of partials");
+  if (!slice && !stack)
     require_numel(c, out, "output 0", heads.count * width,
                   std::string(heads.count == n_heads ? "n_heads" : "N_tile") +
                       (partial ? " x (head_dim + 2) for a partial"
@@ -146,9 +156,43 @@ void op_attention_tile(const OpContext& c) {
       for (int64_t d = 0; d < head_dim; ++d) acc[d] /= l;
     }  // else: attention over nothing is 0, as torch's softmax/einsum over an empty axis gives
   }
+  if (stack) {
+    const int64_t first = (m_off * n_heads + heads.first) * width;
+    for (int64_t i = 0; i < heads.count * width; ++i) store(out, first + i, result[size_t(i)]);
+    return;
+  }
   if (!slice) return store_all(out, result);
   for (int64_t i = 0; i < heads.count * head_dim; ++i)
     store(out, heads.first * head_dim + i, result[size_t(i)]);
+}
+
+void merge_flash_partials(const std::vector<const double*>& parts, int64_t n_heads,
+                          int64_t head_dim, double* out, double* partial_out) {
+  const int64_t width = head_dim + 2;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    // Only shards that saw keys (l > 0) take part, so an empty shard never yields exp(-inf + inf).
+    double M = -std::numeric_limits<double>::infinity();
+    for (const double* part : parts)
+      if (part[h * width + head_dim + 1] > 0) M = std::fmax(M, part[h * width + head_dim]);
+    double L = 0;
+    double* acc = out + h * head_dim;
+    for (const double* part : parts) {
+      const double* ph = part + h * width;
+      if (!(ph[head_dim + 1] > 0)) continue;
+      const double w = std::exp(ph[head_dim] - M);
+      L += w * ph[head_dim + 1];
+      for (int64_t d = 0; d < head_dim; ++d) acc[d] += w * ph[d];
+    }
+    if (partial_out) {
+      partial_out[h * width + head_dim] = M;  // -inf when every shard is empty
+      partial_out[h * width + head_dim + 1] = L;
+      for (int64_t d = 0; d < head_dim; ++d) partial_out[h * width + d] = acc[d];
+      continue;
+    }
+    // Every shard empty: the head attended to nothing and is 0, as in reference.py.
+    if (L > 0)
+      for (int64_t d = 0; d < head_dim; ++d) acc[d] /= L;
+  }
 }
 
 void op_attention_combine(const OpContext& c) {
@@ -200,35 +244,14 @@ void op_attention_combine(const OpContext& c) {
                 ? " for params head_dim " + num(head_dim) + ", n_heads " + num(n_heads)
                 : std::string()));
 
-  const int64_t width = head_dim + 2;
-  std::vector<std::vector<double>> parts;
-  for (size_t p = 0; p < c.num_inputs(); ++p) parts.push_back(load_all(c.input(p)));
+  std::vector<std::vector<double>> loaded;
+  std::vector<const double*> parts;
+  for (size_t p = 0; p < c.num_inputs(); ++p) loaded.push_back(load_all(c.input(p)));
+  for (const auto& part : loaded) parts.push_back(part.data());
   std::vector<double> result(size_t(on), 0.0);
   std::vector<double> partial_result(partial ? size_t(pn) : 0, 0.0);
-  for (int64_t h = 0; h < n_heads; ++h) {
-    // Only shards that saw keys (l > 0) take part, so an empty shard never yields exp(-inf + inf).
-    double M = -std::numeric_limits<double>::infinity();
-    for (const auto& part : parts)
-      if (part[size_t(h * width + head_dim + 1)] > 0) M = std::fmax(M, part[size_t(h * width + head_dim)]);
-    double L = 0;
-    double* acc = &result[size_t(h * head_dim)];
-    for (const auto& part : parts) {
-      const double* ph = &part[size_t(h * width)];
-      if (!(ph[head_dim + 1] > 0)) continue;
-      const double w = std::exp(ph[head_dim] - M);
-      L += w * ph[head_dim + 1];
-      for (int64_t d = 0; d < head_dim; ++d) acc[d] += w * ph[d];
-    }
-    if (partial) {
-      partial_result[size_t(h * width + head_dim)] = M;  // -inf when every shard is empty
-      partial_result[size_t(h * width + head_dim + 1)] = L;
-      for (int64_t d = 0; d < head_dim; ++d) partial_result[size_t(h * width + d)] = acc[d];
-      continue;
-    }
-    // Every shard empty: the head attended to nothing and is 0, as in reference.py.
-    if (L > 0)
-      for (int64_t d = 0; d < head_dim; ++d) acc[d] /= L;
-  }
+  merge_flash_partials(parts, n_heads, head_dim, result.data(),
+                       partial ? partial_result.data() : nullptr);
   if (partial) return store_all(out, partial_result);
   if (!ranged) return store_all(out, result);
   const int64_t all_heads = out.numel() / head_dim;

@@ -1,6 +1,7 @@
 // The fused GEMV tiles of ScheduleConfig.fusion_grouping: RMSNORM_GEMV_TILE, SILU_MUL_GEMV_TILE,
 // GEMV_ADD_TILE, SILU_MUL_GEMV_ADD_TILE, and the gated-unit tiles GEMV_GLU_TILE and
-// RMSNORM_GEMV_GLU_TILE.
+// RMSNORM_GEMV_GLU_TILE, and COMBINE_GEMV_ADD_TILE (o_proj over the split-KV attention's
+// partials).
 //
 // Each one runs the existing ops (op_rmsnorm, op_silu_mul, op_gemv_gemm, op_add) under their own
 // contexts rather than restating their arithmetic, so a fused tile can never drift from the
@@ -9,10 +10,12 @@
 // the unfused lowering writes, so fused and unfused programs compute the same values. A
 // constituent's error arrives as "<FUSED_OP>: <CONSTITUENT_OP>: ..." (operands numbered as the
 // constituent sees them).
+#include <algorithm>
 #include <array>
 #include <string>
 #include <vector>
 
+#include "amk/op_flags.h"
 #include "vm/reference/ops/numeric.h"
 #include "vm/reference/ops/ops.h"
 
@@ -129,7 +132,48 @@ void gemv_glu_into(const OpContext& c, const Tensor& x, size_t w_index) {
       store(out, r * cols + n_off + j, load(act, r * N_tile + j));
 }
 
+// COMBINE_GEMV_ADD_TILE's prologue: ATTENTION_COMBINE's merge (merge_flash_partials) of the
+// stack of S partials at input 0, [S * n_heads, head_dim + 2], into an F32 row of K = n_heads x
+// head_dim. Flags bit 2 with kv_len B: partial s holds keys [s B, s B + B), and those past the
+// step's position (empty, m = -inf, l = 0, as the attention writes them) are not read.
+Tensor combined_of(const OpContext& c) {
+  const Tensor& stack = c.input(0);
+  require_float(c, stack, "input 0 (partials)");
+  const int64_t head_dim = c.int_param("head_dim"), n_heads = c.int_param("n_heads");
+  const int64_t K = c.int_param("K");
+  if (head_dim < 1 || n_heads < 1 || n_heads * head_dim != K)
+    c.fail("params n_heads " + num(n_heads) + " x head_dim " + num(head_dim) +
+           " must be K " + num(K) + " (both >= 1)");
+  const int64_t slab = n_heads * (head_dim + 2);
+  if (stack.numel() < slab || stack.numel() % slab != 0)
+    c.fail("input 0 (partials) has " + num(stack.numel()) +
+           " elements, not a stack of partials of n_heads x (head_dim + 2) = " + num(slab));
+  int64_t S = stack.numel() / slab;
+  const int64_t flags = c.int_param_or("flags", 0);
+  if ((flags & ~attention_flags::kRuntimeWindow) != 0)
+    c.fail("param flags " + num(flags) + " has unknown bits (bit 2: runtime window)");
+  if ((flags & attention_flags::kRuntimeWindow) != 0) {
+    const int64_t block = c.int_param("kv_len");
+    if (block < 1) c.fail("param kv_len " + num(block) + " (the blocks' keys) must be >= 1");
+    const int64_t pos = c.step_position("flags bit 2 (runtime window)");
+    S = std::min(S, std::max<int64_t>(pos, 0) / block + 1);
+  }
+  const std::vector<double> all = load_all(stack);
+  std::vector<const double*> parts;
+  for (int64_t s = 0; s < S; ++s) parts.push_back(all.data() + s * slab);
+  std::vector<double> x(size_t(K), 0.0);
+  merge_flash_partials(parts, n_heads, head_dim, x.data(), nullptr);
+  Tensor row = Tensor::zeros(DType::F32, {1, K});
+  store_all(row, x);
+  return row;
+}
+
 }  // namespace
+
+void op_combine_gemv_add_tile(const OpContext& c) {
+  c.check_registry();
+  gemv_add_into(c, combined_of(c), 1);
+}
 
 void op_rmsnorm_gemv_tile(const OpContext& c) {
   c.check_registry();
