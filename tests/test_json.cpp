@@ -14,6 +14,7 @@
 #include <string>
 
 #include "amk/json.h"
+#include "support/temp_dir.h"
 
 namespace amk {
 namespace {
@@ -31,25 +32,8 @@ std::string read_data(const std::string& name) {
 fs::path data_path(const std::string& name) { return fs::path(AMK_TESTDATA_DIR) / "json" / name; }
 
 // A scratch directory per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("amk_json_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" +
-             std::to_string(::getpid()));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
+struct TempDir : amk::testing::TempDir {
+  TempDir() : amk::testing::TempDir("json") {}
 };
 
 std::string load_error(std::string_view text) {

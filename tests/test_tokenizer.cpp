@@ -25,6 +25,7 @@
 
 #include "amk/tokenizer.h"
 #include "support/amk_command.h"
+#include "support/temp_dir.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/protobuf_reader.h"
 #include "tokenizer/utf8.h"
@@ -114,21 +115,8 @@ const char* env(const char* name) {
 
 fs::path asset(const std::string& rel) { return fs::path(env("AMK_ASSETS_DIR")) / rel; }
 
-class TempDir {
- public:
-  TempDir() {
-    static int n = 0;
-    path_ = fs::temp_directory_path() / fmt::format("amk_tokenizer_test_{}_{}", getpid(), n++);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
+struct TempDir : amk::testing::TempDir {
+  TempDir() : amk::testing::TempDir("tokenizer") {}
 };
 
 std::string oracle_script() { return std::string(AMK_SOURCE_DIR) + "/tests/support/tokenizer_oracle.py"; }

@@ -1,7 +1,5 @@
 #include "gpu/gpu_support.h"
 
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -109,19 +107,6 @@ DecoderComparison compare_teacher_forced(Decoder& reference, Decoder& cuda,
                     " but its logits peak at " + std::to_string(argmax(got)));
   }
   return out;
-}
-
-TempDir::TempDir(std::string_view tag) {
-  static int serial = 0;
-  path_ = fs::temp_directory_path() /
-          ("amk_gpu_" + std::string(tag) + "_" + std::to_string(getpid()) + "_" + std::to_string(serial++));
-  fs::remove_all(path_);
-  fs::create_directories(path_);
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  fs::remove_all(path_, ec);
 }
 
 }  // namespace amk::gpu_testing

@@ -15,6 +15,7 @@
 #include "amk/cuda_vm.h"
 #include "amk/decoder.h"
 #include "amk/ir.h"
+#include "support/temp_dir.h"
 
 namespace amk::gpu_testing {
 
@@ -51,17 +52,7 @@ DecoderComparison compare_teacher_forced(Decoder& reference, Decoder& cuda,
 int64_t argmax(std::span<const float> v);
 
 // A fresh temporary directory (removed by the destructor).
-class TempDir {
- public:
-  explicit TempDir(std::string_view tag);
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using TempDir = amk::testing::TempDir;  // tests/support/temp_dir.h
 
 }  // namespace amk::gpu_testing
 
