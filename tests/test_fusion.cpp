@@ -285,6 +285,35 @@ TEST(FusedAttentionSplit, TwoBlocksOnOneSlabOfTheStackAreAReportedOverlap) {
   EXPECT_NE(v.report().find("L0.attn_partials"), std::string::npos) << v.report();
 }
 
+// validate() checks the merge's params on the program, before any VM runs it.
+TEST(FusedAttentionSplit, BadMergeParamsAreNamedByTheValidator) {
+  const Checkpoint ck = Checkpoint::open(kFixtures / "tiny-llama");
+  ScheduleConfig c = with({{"gemv", "add"}, {"attention_combine", "gemv"}});
+  c.tiling.push_back({"attention", {{"kv_block", 4}, {"kv_heads", 1}}});
+  const Program good = lower(ck.config(), c, h100(), kContext);
+  ASSERT_TRUE(validate(good).ok);
+  const auto report_with = [&](const std::string& label, const std::string& key, int64_t value) {
+    Program p = good;
+    bool found = false;
+    for (Task& t : p.tasks)
+      if (t.label == label) {
+        t.params.set_int(key, value);
+        found = true;
+      }
+    EXPECT_TRUE(found) << label;
+    const ValidationResult v = validate(p);
+    EXPECT_FALSE(v.ok) << key;
+    return v.report();
+  };
+  EXPECT_NE(report_with("L0.o_proj[t0]", "n_heads", 3).find("must be n_heads 3 x head_dim"),
+            std::string::npos);
+  EXPECT_NE(report_with("L0.o_proj[t0]", "flags", 1).find("unknown bits"), std::string::npos);
+  EXPECT_NE(report_with("L0.o_proj[t0]", "kv_len", 0).find("kv_len"), std::string::npos);
+  // A block task's slab past the stack.
+  EXPECT_NE(report_with("L0.attention[h0][kv0]", "m_off", 99).find("is not a slab of output 0"),
+            std::string::npos);
+}
+
 TEST(FusionGrouping, CombineGemvNeedsASplitAndTheResidualFusion) {
   const Checkpoint ck = Checkpoint::open(kFixtures / "tiny-llama");
   const auto error = [&](const ScheduleConfig& c) {
