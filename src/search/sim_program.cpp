@@ -150,6 +150,19 @@ Prepared prepare(const Program& program, const GpuTarget& target, const SimOptio
       // x in F32 (two vectors for the SiLU prologue), plus what else the tile reads besides its
       // rows (a norm weight, a bias).
       s.act_bytes = double(4 * K * (silu_prologue(t.op) ? 2 : 1)) + std::max(0.0, est - w);
+      if (t.op == Op::COMBINE_GEMV_ADD_TILE && !t.inputs.empty()) {
+        // x is merged from the live slabs of a stack of partials: those the position reached.
+        const int64_t slab =
+            t.params.get_int("n_heads", 0) * (t.params.get_int("head_dim", 0) + 2);
+        const auto stack = buffers.find(t.inputs[0]);
+        if (slab > 0 && stack != buffers.end()) {
+          int64_t live = stack->second->numel() / slab;
+          const int64_t block = t.params.get_int("kv_len", 0);
+          if (block > 0 && (t.params.get_int("flags", 0) & attention_flags::kRuntimeWindow) != 0)
+            live = std::min(live, std::max<int64_t>(p.position, 0) / block + 1);
+          s.act_bytes = double(4 * live * slab) + std::max(0.0, est - w);
+        }
+      }
       const int64_t x = t.inputs.empty() ? -1 : t.inputs[0];
       const int64_t fused = t.inputs.size() > 1 && slot == 2 ? t.inputs[1] : -1;
       s.x_key = (int64_t(t.op) << 48) ^ ((x & 0xffffff) << 24) ^ (fused & 0xffffff);
