@@ -813,6 +813,75 @@ TEST(OpAttention, PartialsGoToTheirSlabOfAStack) {
                   "param m_off 1 needs output 0 to be a stack of partials");
 }
 
+// The same for a task with no head range (its slab's rows of every head) and for the fused
+// ROPE_KV_ATTENTION_TILE, which runs ATTENTION_TILE's body with its params (m_off among them):
+// the stack's slab holds exactly the task's own partials, the rest of the stack is untouched,
+// and the fused task's KV caches are the same either way.
+TEST(OpAttention, WholeAndFusedPartialsGoToTheirSlabOfAStack) {
+  std::mt19937 rng(48);
+  const AttnCase a{4, 2, 4, 8};
+  const double scale = 1.0 / std::sqrt(double(a.D));
+  const int64_t width = a.D + 2, slabs = 3;
+  const auto expect_slab = [&](const Tensor& stack, const Tensor& own, int64_t row0) {
+    const int64_t n = own.numel();
+    for (int64_t e = 0; e < slabs * a.H * width; ++e) {
+      const int64_t i = e - row0 * width;
+      if (i >= 0 && i < n)
+        ASSERT_EQ(stack.get(e), own.get(i)) << e;
+      else
+        ASSERT_TRUE(std::isnan(stack.get(e))) << "wrote outside its rows: " << e;
+    }
+  };
+  {
+    SCOPED_TRACE("ATTENTION_TILE, every head");
+    const Tensor q = rnd(DType::F32, {a.H, a.D}, rng);
+    const Tensor k = rnd(DType::F32, {a.Hkv, a.S, a.D}, rng);
+    const Tensor v = rnd(DType::F32, {a.Hkv, a.S, a.D}, rng);
+    Params p = attn(a, 2, 5, scale, 2);
+    Tensor own = filled(DType::F32, {a.H, width}, kNaN);
+    run(Op::ATTENTION_TILE, p, {&q, &k, &v}, {&own});
+    p.set_int("m_off", 2);
+    Tensor stack = filled(DType::F32, {slabs, a.H, width}, kNaN);
+    run(Op::ATTENTION_TILE, p, {&q, &k, &v}, {&stack});
+    expect_slab(stack, own, 2 * a.H);
+    p.set_int("m_off", 3);
+    expect_op_error([&] { run(Op::ATTENTION_TILE, p, {&q, &k, &v}, {&stack}); },
+                    "param m_off 3 is not a slab of output 0, a stack of 3 partials");
+  }
+  {
+    SCOPED_TRACE("ROPE_KV_ATTENTION_TILE, heads [2, 4)");
+    const Tensor q = rnd(DType::F32, {1, a.H * a.D}, rng);
+    const Tensor k = rnd(DType::F32, {1, a.Hkv * a.D}, rng);
+    const Tensor v = rnd(DType::F32, {1, a.Hkv * a.D}, rng);
+    const Tensor k_cache = rnd(DType::F32, {a.Hkv, a.S, a.D}, rng);
+    const Tensor v_cache = rnd(DType::F32, {a.Hkv, a.S, a.D}, rng);
+    Params p = Prm()
+                   .i("head_dim", a.D).i("n_heads", a.H).i("n_kv_heads", a.Hkv)
+                   .i("kv_start", 4).i("kv_len", 4).f("scale", scale).f("theta", 10000.0)
+                   .i("flags", 2 | 4).i("n_off", 2).i("N_tile", 2);
+    const auto fused = [&](const Params& params, Tensor& out, Tensor& kc, Tensor& vc) {
+      const std::vector<const Tensor*> in{&q, &k, &v, &k_cache, &v_cache};
+      const std::vector<Tensor*> outs{&out, &kc, &vc};
+      run_reference_op(Op::ROPE_KV_ATTENTION_TILE, params, in, outs,
+                       StepState{5});  // position 5: in the block [4, 8)
+    };
+    Tensor own = filled(DType::F32, {2, width}, kNaN);
+    Tensor kc_own = k_cache, vc_own = v_cache;
+    fused(p, own, kc_own, vc_own);
+    p.set_int("m_off", 1);
+    Tensor stack = filled(DType::F32, {slabs * a.H, width}, kNaN);
+    Tensor kc = k_cache, vc = v_cache;
+    fused(p, stack, kc, vc);
+    expect_slab(stack, own, 1 * a.H + 2);
+    EXPECT_EQ(kc.to_floats(), kc_own.to_floats());
+    EXPECT_EQ(vc.to_floats(), vc_own.to_floats());
+    EXPECT_NE(kc.to_floats(), k_cache.to_floats());  // the new row was written
+    Tensor own_again = filled(DType::F32, {2, width}, kNaN);
+    expect_op_error([&] { fused(p, own_again, kc, vc); },
+                    "param m_off 1 needs output 0 to be a stack of partials");
+  }
+}
+
 TEST(OpAttention, RejectsBadHeadRanges) {
   std::mt19937 rng(45);
   const AttnCase a{4, 2, 4, 8};

@@ -6,8 +6,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -1378,6 +1380,199 @@ TEST(ValidateWaw, GemmTilesAreDisjointAlongEitherAxis) {
   };
   EXPECT_TRUE(Clean(validate(program({{0, 0}, {0, 4}, {4, 0}, {4, 4}}))));
   EXPECT_TRUE(Rejected(validate(program({{0, 0}, {0, 4}, {4, 0}, {2, 2}})), "OVERLAP"));
+}
+
+// ---- a stack of attention partials [S * n_heads, head_dim + 2] and the tiles that merge it ----
+// Partial ATTENTION_TILE block tasks (4 heads in 2 GQA groups of an [2, 8, 4] cache, head_dim 4)
+// writing their heads' rows of slab m_off of one stack of partials "parts" of `shape` (2 slabs
+// of [4, 6] unless given; its rows are whatever its last dimension makes them). With `merge`,
+// two COMBINE_GEMV_ADD_TILE tiles of 8 columns, ordered after every block, read the stack.
+struct StackBlock {
+  std::optional<int64_t> m_off;                      // absent: no param (slab 0)
+  std::optional<std::pair<int64_t, int64_t>> heads;  // n_off, N_tile; absent: every head
+  size_t counter = 0;  // blocks under different counters are unordered
+};
+
+Program stack_program(const std::vector<StackBlock>& blocks,
+                      const std::vector<int64_t>& shape = {8, 6}, bool merge = false) {
+  Program p;
+  const int64_t q = p.new_buffer("q", BufferKind::IO_INPUT, DType::F32, {1, 16});
+  const int64_t cache = p.new_buffer("kv", BufferKind::KV_CACHE, DType::F32, {2, 8, 4});
+  const int64_t parts = p.new_buffer(
+      "parts", merge ? BufferKind::ACTIVATION : BufferKind::IO_OUTPUT, DType::F32, shape);
+  std::vector<int64_t> counters, produced;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const StackBlock& b = blocks[i];
+    while (counters.size() <= b.counter) {
+      counters.push_back(p.new_counter());
+      produced.push_back(0);
+    }
+    Params at;
+    at.set_int("head_dim", 4);
+    at.set_int("n_heads", 4);
+    at.set_int("n_kv_heads", 2);
+    at.set_int("kv_start", 0);
+    at.set_int("kv_len", 2);
+    at.set_real("scale", 0.5);
+    at.set_int("flags", 2);  // partial
+    if (b.m_off) at.set_int("m_off", *b.m_off);
+    if (b.heads) {
+      at.set_int("n_off", b.heads->first);
+      at.set_int("N_tile", b.heads->second);
+    }
+    p.add_task(Op::ATTENTION_TILE, {q, cache, cache}, {parts}, counters[b.counter], {}, at,
+               "block" + std::to_string(i));
+    ++produced[b.counter];
+  }
+  if (merge) {
+    const int64_t w = p.new_buffer("o.w", BufferKind::WEIGHT, DType::F32, {16, 16});
+    const int64_t res = p.new_buffer("res", BufferKind::IO_INPUT, DType::F32, {1, 16});
+    const int64_t y = p.new_buffer("y", BufferKind::IO_OUTPUT, DType::F32, {1, 16});
+    std::vector<Wait> waits;
+    for (size_t i = 0; i < counters.size(); ++i) waits.push_back({counters[i], produced[i]});
+    const int64_t c = p.new_counter();
+    for (int64_t off : {0, 8}) {
+      Params mp = gemv_params(16, 8, off);
+      mp.set_int("head_dim", 4);
+      mp.set_int("n_heads", 4);
+      p.add_task(Op::COMBINE_GEMV_ADD_TILE, {parts, w, res}, {y}, c, waits, mp,
+                 "o_proj" + std::to_string(off));
+    }
+  }
+  return p;
+}
+
+// The stack's shapes: rows of one head's partial (2-D and 3-D), one flat row, a row a slab.
+const std::vector<std::vector<int64_t>> kStackShapes = {{8, 6}, {2, 4, 6}, {48}, {2, 24}};
+
+// Blocks write only their heads' rows of their slab: disjoint slabs or head ranges under one
+// counter are accepted, the same rows twice (m_off absent is slab 0; no head range is every
+// head) are a race, whatever the stack's shape.
+TEST(ValidateWaw, AttentionBlocksWriteTheirRowsOfAStackOfPartials) {
+  const std::pair<int64_t, int64_t> lo{0, 2}, hi{2, 2};
+  for (const auto& shape : kStackShapes) {
+    SCOPED_TRACE("parts [" + std::to_string(shape[0]) + ",...] rank " +
+                 std::to_string(shape.size()));
+    EXPECT_TRUE(Clean(validate(stack_program({{0, lo}, {0, hi}, {1, lo}, {1, hi}}, shape))));
+    EXPECT_TRUE(Clean(validate(stack_program({{1, hi}, {0, lo}, {1, lo}, {0, hi}}, shape))));
+    EXPECT_TRUE(Clean(validate(stack_program({{0, {}}, {1, {}}}, shape))));
+    EXPECT_TRUE(Clean(validate(stack_program({{{}, lo}, {{}, hi}, {1, {}}}, shape))));
+    EXPECT_TRUE(Rejected(validate(stack_program({{0, lo}, {1, lo}, {1, lo}}, shape)),
+                         "writers 1 (block1) and 2 (block2) share a counter but their tiles "
+                         "OVERLAP"));
+    EXPECT_TRUE(Rejected(validate(stack_program({{{}, hi}, {1, lo}, {0, hi}}, shape)), "OVERLAP"));
+    EXPECT_TRUE(Rejected(validate(stack_program({{0, {}}, {1, {}}, {1, hi}}, shape)), "OVERLAP"));
+    // Unordered writers under two counters: disjoint rows prove them apart, the same rows race.
+    EXPECT_TRUE(Clean(validate(stack_program({{0, lo, 0}, {0, hi, 1}, {1, {}, 1}}, shape))));
+    EXPECT_TRUE(Rejected(validate(stack_program({{0, lo, 0}, {0, lo, 1}}, shape)),
+                         "writers 0 (block0) and 1 (block1) do not share one counter"));
+  }
+}
+
+// The merge reads the whole stack: every slab's rows must be written before it.
+TEST(ValidateRaces, MergingAStackOfPartialsNeedsEverySlabWritten) {
+  const std::pair<int64_t, int64_t> lo{0, 2}, hi{2, 2};
+  for (const auto& shape : kStackShapes) {
+    SCOPED_TRACE("parts [" + std::to_string(shape[0]) + ",...] rank " +
+                 std::to_string(shape.size()));
+    EXPECT_TRUE(Clean(validate(stack_program({{0, lo}, {0, hi}, {1, lo}, {1, hi}}, shape, true))));
+    EXPECT_TRUE(Clean(validate(stack_program({{0, {}}, {1, {}}}, shape, true))));
+    EXPECT_TRUE(Rejected(validate(stack_program({{0, {}}}, shape, true)),
+                         "task 1 (o_proj0) reads buffer #2 ('parts') but its writers write only "
+                         "part of it (the rest is never written"));
+    if (shape != std::vector<int64_t>{2, 24})  // a run inside a row: coverage is not decided
+      EXPECT_TRUE(Rejected(validate(stack_program({{0, {}}, {1, lo}}, shape, true)),
+                           "its writers write only part of it"));
+  }
+}
+
+TEST(ValidateParamShapes, AttentionStackSlabMustBeInTheStack) {
+  const std::pair<int64_t, int64_t> lo{0, 2};
+  EXPECT_TRUE(Clean(validate(stack_program({{1, lo}}))));
+  EXPECT_TRUE(Rejected(validate(stack_program({{2, lo}})),
+                       "task 0 (block0) ATTENTION_TILE: param m_off 2 is not a slab of output 0 "
+                       "buffer #2 ('parts') shape [8,6], a stack of 2 partials of n_heads 4 x "
+                       "(head_dim + 2) 6"));
+  EXPECT_TRUE(
+      Rejected(validate(stack_program({{2, {}}}, {2, 4, 6})), "param m_off 2 is not a slab"));
+  EXPECT_TRUE(Rejected(validate(stack_program({{-1, lo}})), "param m_off -1 is not a slab"));
+  // Not a stack: the block's own partials (its 2 heads, or all 4), where m_off must be 0.
+  EXPECT_TRUE(Clean(validate(stack_program({{0, lo}}, {2, 6}))));
+  EXPECT_TRUE(Rejected(validate(stack_program({{1, lo}}, {2, 6})),
+                       "param m_off 1 needs output 0 to be a stack of partials [S x n_heads, "
+                       "head_dim + 2] (flags bit 1), not buffer #2 ('parts') shape [2,6]"));
+  EXPECT_TRUE(Rejected(validate(stack_program({{1, {}}}, {4, 6})), "param m_off 1 needs output 0"));
+  // Neither a stack nor the block's partials.
+  EXPECT_TRUE(Rejected(validate(stack_program({{0, lo}}, {7, 6})), "output 0 buffer #2 ('parts')"));
+}
+
+// Two COMBINE_GEMV_ADD_TILE tiles (columns [0, 8) and [8, 16), unless `offsets`) merging a stack
+// of partials of 4 heads of head_dim 4 given as an input of `parts_shape`: [parts, W [16, 16],
+// residual [1, 16](, bias [16])] -> y [1, 16]; `edit` changes the tiles' params.
+Program merge_program(const std::vector<int64_t>& parts_shape, bool bias = false,
+                      const std::function<void(Params&)>& edit = {},
+                      const std::vector<int64_t>& offsets = {0, 8}, bool residual = true,
+                      const std::vector<int64_t>& w_shape = {16, 16}) {
+  Program p;
+  const int64_t parts = p.new_buffer("parts", BufferKind::IO_INPUT, DType::F32, parts_shape);
+  const int64_t w = p.new_buffer("o.w", BufferKind::WEIGHT, DType::BF16, w_shape);
+  const int64_t res = p.new_buffer("res", BufferKind::IO_INPUT, DType::F32, {1, 16});
+  const int64_t b = p.new_buffer("o.b", BufferKind::WEIGHT, DType::BF16, {16});
+  const int64_t y = p.new_buffer("y", BufferKind::IO_OUTPUT, DType::F32, {1, 16});
+  const int64_t c = p.new_counter();
+  for (int64_t off : offsets) {
+    Params mp = gemv_params(16, 8, off);
+    mp.set_int("head_dim", 4);
+    mp.set_int("n_heads", 4);
+    if (edit) edit(mp);
+    std::vector<int64_t> in{parts, w};
+    if (residual) in.push_back(res);
+    if (bias) in.push_back(b);
+    p.add_task(Op::COMBINE_GEMV_ADD_TILE, in, {y}, c, {}, mp, "o_proj" + std::to_string(off));
+  }
+  return p;
+}
+
+TEST(ValidateParamShapes, CombineGemvAddTileMergesAStackOfEveryHeadsPartials) {
+  // S = 1, 2, 3 slabs of [4 heads, 6]; parts' last dimension is not K (x is the merge's row).
+  for (const auto& shape : std::vector<std::vector<int64_t>>{{4, 6}, {8, 6}, {3, 4, 6}, {72}})
+    for (bool bias : {false, true})
+      EXPECT_TRUE(Clean(validate(merge_program(shape, bias)))) << shape.size() << " " << bias;
+  EXPECT_TRUE(Clean(validate(merge_program({8, 6}, false, [](Params& m) {
+    m.set_int("flags", 4);  // the blocks the step's position reached, of 2 keys each
+    m.set_int("kv_len", 2);
+  }))));
+  EXPECT_TRUE(Rejected(validate(merge_program({7, 6})),
+                       "task 0 (o_proj0) COMBINE_GEMV_ADD_TILE: input 0 (partials) buffer #0 "
+                       "('parts') shape [7,6] is not a stack of partials of n_heads 4 x "
+                       "(head_dim + 2) 6 floats each"));
+  EXPECT_TRUE(Rejected(validate(merge_program({2, 6})), "is not a stack of partials"));
+  // The two tiles with these params set.
+  const auto with = [](std::vector<std::pair<std::string, int64_t>> set) {
+    return validate(merge_program({8, 6}, false, [&](Params& m) {
+      for (const auto& [key, value] : set) m.set_int(key, value);
+    }));
+  };
+  EXPECT_TRUE(Rejected(with({{"n_heads", 2}}),
+                       "COMBINE_GEMV_ADD_TILE: param K 16 must be n_heads 2 x head_dim 4"));
+  EXPECT_TRUE(Rejected(with({{"head_dim", 2}}), "param K 16 must be n_heads 4 x head_dim 2"));
+  EXPECT_TRUE(Rejected(with({{"flags", 1}}), "param flags 1 has unknown bits"));
+  EXPECT_TRUE(Rejected(with({{"flags", 4}}),
+                       "sets bit 2 (runtime window) but param kv_len (the blocks' keys) is "
+                       "absent"));
+  EXPECT_TRUE(Rejected(with({{"flags", 4}, {"kv_len", 0}}), "param kv_len 0 must be >= 1"));
+  // GEMV_ADD_TILE's checks: the weight's rows and columns, the output's columns, the residual.
+  EXPECT_TRUE(Rejected(validate(merge_program({8, 6}, false, {}, {0, 12})),
+                       "task 1 (o_proj12) COMBINE_GEMV_ADD_TILE: param n_off 12 + N_tile 8 exceeds "
+                       "the weight rows N 16 of input 1 (weight)"));
+  EXPECT_TRUE(Rejected(validate(merge_program({8, 6}, false, {}, {0, 8}, true, {16, 12})),
+                       "param K 16 is not the columns of input 1 (weight)"));
+  EXPECT_TRUE(Rejected(validate(merge_program({8, 6}, false, {}, {0, 8}, false)),
+                       "COMBINE_GEMV_ADD_TILE arity: 2 inputs, expected [3,4]"));
+  // The tiles write their columns of y, as GEMV tiles do.
+  EXPECT_TRUE(Rejected(validate(merge_program({8, 6}, false, {}, {0, 4})),
+                       "writers 0 (o_proj0) and 1 (o_proj4) share a counter but their tiles "
+                       "OVERLAP"));
 }
 
 TEST(ValidateWaw, WholeBufferWritersUnderOneCounterRace) {

@@ -34,10 +34,11 @@ inline bool writes_head_slice(bool partial, int64_t range_heads, int64_t n_heads
 // number S >= 1 of such slabs and not just the task's own partials. False on overflow.
 inline bool writes_partial_stack(bool partial, int64_t range_heads, int64_t n_heads,
                                  int64_t head_dim, int64_t out_numel) {
-  int64_t slab = 0, own = 0;
+  int64_t width = 0, slab = 0, own = 0;
   return partial && head_dim >= 1 && n_heads >= 1 && out_numel > 0 &&
-         !__builtin_mul_overflow(n_heads, head_dim + 2, &slab) &&
-         !__builtin_mul_overflow(range_heads, head_dim + 2, &own) && out_numel != own &&
+         !__builtin_add_overflow(head_dim, 2, &width) &&
+         !__builtin_mul_overflow(n_heads, width, &slab) &&
+         !__builtin_mul_overflow(range_heads, width, &own) && out_numel != own &&
          out_numel % slab == 0;
 }
 }  // namespace attention_flags

@@ -267,7 +267,13 @@ void check_partial_stack(const TaskParams& c) {
   const int64_t flags = int_param(t, "flags").value_or(0);
   if ((flags & ~attention_flags::kRuntimeWindow) != 0)
     c.error("param flags " + num(flags) + " has unknown bits (bit 2: runtime window)");
-  if ((flags & attention_flags::kRuntimeWindow) != 0) at_least(c, "kv_len", int_param(t, "kv_len"), 1);
+  if ((flags & attention_flags::kRuntimeWindow) != 0) {
+    if (!t.params.find("kv_len"))
+      c.error("param flags " + num(flags) + " sets bit 2 (runtime window) but param kv_len (the "
+              "blocks' keys) is absent");
+    else
+      at_least(c, "kv_len", int_param(t, "kv_len"), 1);
+  }
   if (!at_least(c, "head_dim", head_dim, 1) || !at_least(c, "n_heads", n_heads, 1) || !K) return;
   if (*n_heads * *head_dim != *K)
     c.error("param K " + num(*K) + " must be n_heads " + num(*n_heads) + " x head_dim " +

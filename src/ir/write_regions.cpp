@@ -53,6 +53,38 @@ WriteRegion head_slice(const Params& p) {
   return r;
 }
 
+// The flattened elements [lo, hi) of `b` as a region of its rows x columns, the columns its
+// last dimension as the race check's coverage counts them: whole rows (a stack of partials
+// [S * n_heads, head_dim + 2], or [S, n_heads, head_dim + 2]), a run of columns of a one-row
+// buffer or of one row; else (a run across rows that does not start and end on row bounds) the
+// whole buffer.
+WriteRegion element_range(const Buffer& b, int64_t lo, int64_t hi) {
+  WriteRegion r;
+  const int64_t numel = b.numel();
+  const int64_t cols = b.shape.empty() ? numel : b.shape.back();
+  if (cols <= 0 || numel <= 0 || lo < 0 || hi <= lo || hi > numel) return r;
+  r.whole = false;
+  if (cols == numel) {  // one row
+    r.row_lo = kMin;
+    r.row_hi = kMax;
+    r.col_lo = lo;
+    r.col_hi = hi;
+  } else if (lo % cols == 0 && hi % cols == 0) {
+    r.row_lo = lo / cols;
+    r.row_hi = hi / cols;
+    r.col_lo = kMin;
+    r.col_hi = kMax;
+  } else if (lo / cols == (hi - 1) / cols) {
+    r.row_lo = lo / cols;
+    r.row_hi = r.row_lo + 1;
+    r.col_lo = lo % cols;
+    r.col_hi = (hi - 1) % cols + 1;
+  } else {
+    r.whole = true;
+  }
+  return r;
+}
+
 }  // namespace
 
 WriteRegion write_region(const Program& program, const Task& task, int64_t buffer) {
@@ -114,25 +146,26 @@ WriteRegion write_region(const Program& program, const Task& task, int64_t buffe
     const bool partial = flags && flags->kind == ParamValue::Kind::Int &&
                          (flags->i & attention_flags::kPartial) != 0;
     const auto nb = static_cast<int64_t>(program.buffers.size());
-    // A partial into a stack of partials of every head: rows [m_off * n_heads + n_off, ... +
-    // N_tile) of [S * n_heads, head_dim + 2] (absent m_off: slab 0).
-    const auto n_off = offset_param(task.params, "n_off");
+    // A partial into a stack of partials of every head, [S * n_heads, head_dim + 2]: its heads'
+    // rows [m_off * n_heads + first, ... + count) of it, first / count its head range (n_off,
+    // N_tile) or 0 / n_heads without one, absent m_off slab 0 (docs/OPCODES.md).
+    const bool has_range = task.params.find("n_off") || task.params.find("N_tile");
+    const auto n_off = has_range ? offset_param(task.params, "n_off") : std::optional<int64_t>(0);
+    const auto count = has_range ? n_tile : n_heads;
     const std::optional<int64_t> m_off =
         task.params.find("m_off") ? offset_param(task.params, "m_off") : std::optional<int64_t>(0);
-    if (n_tile && head_dim && n_heads && n_off && m_off && buffer >= 0 && buffer < nb &&
+    if (count && head_dim && n_heads && n_off && m_off && buffer >= 0 && buffer < nb &&
         attention_flags::writes_partial_stack(
-            partial, *n_tile, *n_heads, *head_dim,
+            partial, *count, *n_heads, *head_dim,
             program.buffers[static_cast<size_t>(buffer)].numel())) {
-      int64_t first = 0;
+      int64_t first = 0, width = 0, lo = 0, hi = 0;
       if (__builtin_mul_overflow(*m_off, *n_heads, &first) ||
-          __builtin_add_overflow(first, *n_off, &first))
+          __builtin_add_overflow(first, *n_off, &first) ||
+          __builtin_add_overflow(*head_dim, 2, &width) ||
+          __builtin_mul_overflow(first, width, &lo) ||
+          __builtin_add_overflow(first, *count, &hi) || __builtin_mul_overflow(hi, width, &hi))
         return r;
-      r.whole = false;
-      r.row_lo = first;
-      r.row_hi = end_of(first, *n_tile);
-      r.col_lo = kMin;
-      r.col_hi = kMax;
-      return r;
+      return element_range(program.buffers[static_cast<size_t>(buffer)], lo, hi);
     }
     if (!n_tile || !head_dim || !n_heads || buffer < 0 || buffer >= nb ||
         !attention_flags::writes_head_slice(partial, *n_tile, *n_heads, *head_dim,

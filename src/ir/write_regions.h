@@ -6,7 +6,8 @@
 // [m_off, m_off + M_tile) when both are given. A GEMV tile covers every row. A head-ranged
 // ATTENTION_COMBINE writes the columns [n_off * head_dim, (n_off + N_tile) * head_dim) of its
 // one-row output; a partial attention tile into a stack of partials [S * n_heads, head_dim + 2]
-// the rows [m_off * n_heads + n_off, ... + N_tile); a partial SAMPLE_ARGMAX the row m_off of its pairs; ROPE_KV_ATTENTION_TILE
+// the rows [m_off * n_heads + n_off, ... + N_tile) (0, n_heads without a head range), i.e. those
+// rows' elements in the buffer's own rows of its last dimension; a partial SAMPLE_ARGMAX the row m_off of its pairs; ROPE_KV_ATTENTION_TILE
 // its attention output whole and, of its KV caches, the rows of its window [kv_start, kv_start + kv_len) and the columns of its
 // KV heads [kv0 * head_dim, (kv0 + kvc) * head_dim); KV_APPEND with a static position (flags
 // bit 0 clear) the cache rows [pos, pos + n), n the rows of its input (numel / the cache's row
