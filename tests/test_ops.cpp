@@ -598,6 +598,17 @@ struct AttnCase {
   int64_t H, Hkv, D, S;
 };
 
+// A case's random q [H, D] and K / V caches [Hkv, S, D], drawn in that order.
+struct AttnInputs {
+  Tensor q, k, v;
+};
+AttnInputs random_inputs(const AttnCase& a, std::mt19937& rng) {
+  Tensor q = rnd(DType::F32, {a.H, a.D}, rng);
+  Tensor k = rnd(DType::F32, {a.Hkv, a.S, a.D}, rng);
+  Tensor v = rnd(DType::F32, {a.Hkv, a.S, a.D}, rng);
+  return {std::move(q), std::move(k), std::move(v)};
+}
+
 // softmax(q k^T * scale) v over rows [start, start + len), with K/V expanded to every query head
 // by an explicit repeat_interleave (each KV head copied n_heads / n_kv_heads times in a row).
 // Caches are [n_kv_heads, S, head_dim]: KV head g's key j is at (g * S + j) * head_dim.
@@ -738,9 +749,7 @@ TEST(OpAttention, SplitKvPartialsCombineToWholeWindow) {
 TEST(OpAttention, HeadRangesAssembleEveryHead) {
   std::mt19937 rng(44);
   const AttnCase a{8, 4, 8, 16};  // rep 2: groups of whole KV heads
-  const Tensor q = rnd(DType::F32, {a.H, a.D}, rng);
-  const Tensor k = rnd(DType::F32, {a.Hkv, a.S, a.D}, rng);
-  const Tensor v = rnd(DType::F32, {a.Hkv, a.S, a.D}, rng);
+  const auto [q, k, v] = random_inputs(a, rng);
   const double scale = 1.0 / std::sqrt(double(a.D));
   const auto want = naive_attention(vals(q), vals(k), vals(v), a, 0, 13, double(float(scale)));
   for (int64_t kv_heads : {1, 2, 4}) {
@@ -780,9 +789,7 @@ TEST(OpAttention, HeadRangesAssembleEveryHead) {
 TEST(OpAttention, PartialsGoToTheirSlabOfAStack) {
   std::mt19937 rng(47);
   const AttnCase a{8, 4, 8, 16};
-  const Tensor q = rnd(DType::F32, {a.H, a.D}, rng);
-  const Tensor k = rnd(DType::F32, {a.Hkv, a.S, a.D}, rng);
-  const Tensor v = rnd(DType::F32, {a.Hkv, a.S, a.D}, rng);
+  const auto [q, k, v] = random_inputs(a, rng);
   const double scale = 1.0 / std::sqrt(double(a.D));
   const int64_t heads = 2, slabs = 2, width = a.D + 2;
   Tensor stack = filled(DType::F32, {slabs * a.H, width}, kNaN);
@@ -834,9 +841,7 @@ TEST(OpAttention, WholeAndFusedPartialsGoToTheirSlabOfAStack) {
   };
   {
     SCOPED_TRACE("ATTENTION_TILE, every head");
-    const Tensor q = rnd(DType::F32, {a.H, a.D}, rng);
-    const Tensor k = rnd(DType::F32, {a.Hkv, a.S, a.D}, rng);
-    const Tensor v = rnd(DType::F32, {a.Hkv, a.S, a.D}, rng);
+    const auto [q, k, v] = random_inputs(a, rng);
     Params p = attn(a, 2, 5, scale, 2);
     Tensor own = filled(DType::F32, {a.H, width}, kNaN);
     run(Op::ATTENTION_TILE, p, {&q, &k, &v}, {&own});
@@ -885,9 +890,7 @@ TEST(OpAttention, WholeAndFusedPartialsGoToTheirSlabOfAStack) {
 TEST(OpAttention, RejectsBadHeadRanges) {
   std::mt19937 rng(45);
   const AttnCase a{4, 2, 4, 8};
-  const Tensor q = rnd(DType::F32, {a.H, a.D}, rng);
-  const Tensor k = rnd(DType::F32, {a.Hkv, a.S, a.D}, rng);
-  const Tensor v = rnd(DType::F32, {a.Hkv, a.S, a.D}, rng);
+  const auto [q, k, v] = random_inputs(a, rng);
   Tensor out = filled(DType::F32, {2, a.D}, kNaN);
   Params split_group = attn(a, 0, 8, 0.5);
   split_group.set_int("n_off", 1);  // half of a GQA group
