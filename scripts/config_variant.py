@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes a ScheduleConfig variant: BASE's JSON with comma-separated KEY=VALUE overrides of its
 integer keys (a dotted KEY sets a nested one: tiling.attention.kv_block=128), and
-fusion_grouping+=A+B items that append the fusion group [A, B] (fusion_grouping+=attention_combine+gemv). Used by
+fusion_grouping+=A+B items that append the fusion group [A, B] (fusion_grouping+=attention_combine+gemv),
+and -KEY items that remove a (dotted) key (-tiling.down_proj). Used by
 scripts/gpu_sweep.sh and scripts/gpu_ab.sh, which run on the GPU machine (its python3 alone).
 
     config_variant.py BASE DST VARIANT     (VARIANT "base": BASE unchanged)
@@ -29,6 +30,17 @@ def main() -> int:
                     print(f"config_variant: '{kv}' names an empty op", file=sys.stderr)
                     return 2
                 config.setdefault("fusion_grouping", []).append(group)
+                continue
+            if kv.startswith("-"):
+                *path, leaf = kv[1:].split(".")
+                node = config
+                for part in path:
+                    node = node.get(part) if isinstance(node, dict) else None
+                if not leaf or not isinstance(node, dict) or leaf not in node:
+                    print(f"config_variant: '{kv}' removes a key the base config does not have",
+                          file=sys.stderr)
+                    return 2
+                del node[leaf]
                 continue
             key, sep, value = kv.partition("=")
             if not sep or not key:

@@ -1,5 +1,6 @@
 // The fused GEMV tiles (RMSNORM_GEMV_TILE, SILU_MUL_GEMV_TILE, GEMV_ADD_TILE,
-// SILU_MUL_GEMV_ADD_TILE, GEMV_GLU_TILE, RMSNORM_GEMV_GLU_TILE, COMBINE_GEMV_ADD_TILE) against a naive formulation
+// SILU_MUL_GEMV_ADD_TILE, GEMV_GLU_TILE, RMSNORM_GEMV_GLU_TILE, COMBINE_GEMV_ADD_TILE,
+// RMSNORM_GEMV_GLU_DOWN_TILE) against a naive formulation
 // written here: whole-row double loops that normalise / activate / add inline, with no
 // intermediate tensor, for F32 and BF16 storage. The GLU tiles are also run against the unfused
 // sequence they replace (GEMV_TILE gate, GEMV_TILE up, SILU_MUL), which they must equal bit for
@@ -12,6 +13,7 @@
 // 1e-6 of the sum of |terms|.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -551,3 +553,198 @@ TEST(OpCombineGemvAddTile, BadOperandsAreNamedErrors) {
   expect_error(Op::COMBINE_GEMV_ADD_TILE, windowed, {&stack, &W, &res}, out, "position");
   expect_error(Op::COMBINE_GEMV_ADD_TILE, p, {&stack, &W}, out, "takes 3 to 4 inputs");
 }
+
+// ---- RMSNORM_GEMV_GLU_DOWN_TILE: a slice of the MLP's features, through down_proj, added ----
+
+namespace glu_down {
+
+using amk::DType;
+using amk::Op;
+using amk::Params;
+using amk::Tensor;
+
+constexpr int64_t kK = 16, kF = 12, kH = 8, kWidth = 5;
+
+Tensor rnd(DType dt, std::vector<int64_t> shape, std::mt19937& rng) {
+  Tensor t = Tensor::zeros(dt, std::move(shape));
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, float(u(rng)));
+  return t;
+}
+
+struct Operands {
+  Tensor x, nw, Wg, Wu, Wd, bg, bu, bd, acc0;
+};
+Operands operands(DType dt, std::mt19937& rng) {
+  return {rnd(dt, {1, kK}, rng),  rnd(dt, {kK}, rng),     rnd(dt, {kF, kK}, rng),
+          rnd(dt, {kF, kK}, rng), rnd(dt, {kH, kF}, rng), rnd(dt, {kF}, rng),
+          rnd(dt, {kF}, rng),     rnd(dt, {kH}, rng),     rnd(DType::F32, {1, kH}, rng)};
+}
+
+// The whole MLP in double, no intermediate rounded: acc0 + W_down (silu(W_gate xn + b_gate) *
+// (W_up xn + b_up)) + b_down, xn = x / rms(x) * nw; with sum |terms| for the tolerance.
+struct Want {
+  std::vector<double> value, magnitude;
+};
+Want naive_mlp(const Operands& o, bool bias, double eps) {
+  double ss = 0;
+  for (int64_t k = 0; k < kK; ++k) ss += double(o.x.get(k)) * o.x.get(k);
+  const double inv = 1.0 / std::sqrt(ss / kK + eps);
+  std::vector<double> a(kF), mag_a(kF);
+  for (int64_t j = 0; j < kF; ++j) {
+    double g = bias ? o.bg.get(j) : 0.0, u = bias ? o.bu.get(j) : 0.0, mg = 0, mu = 0;
+    for (int64_t k = 0; k < kK; ++k) {
+      const double xn = o.x.get(k) * inv * o.nw.get(k);
+      g += xn * o.Wg.get(j * kK + k);
+      u += xn * o.Wu.get(j * kK + k);
+      mg += std::fabs(xn * o.Wg.get(j * kK + k));
+      mu += std::fabs(xn * o.Wu.get(j * kK + k));
+    }
+    const double silu = g / (1.0 + std::exp(-g));
+    a[size_t(j)] = silu * u;
+    mag_a[size_t(j)] = 1.1 * mg * std::fabs(u) + std::fabs(silu) * mu + std::fabs(a[size_t(j)]);
+  }
+  Want w{std::vector<double>(kH), std::vector<double>(kH)};
+  for (int64_t i = 0; i < kH; ++i) {
+    double y = o.acc0.get(i) + (bias ? o.bd.get(i) : 0.0), m = std::fabs(y);
+    for (int64_t j = 0; j < kF; ++j) {
+      y += a[size_t(j)] * o.Wd.get(i * kF + j);
+      m += mag_a[size_t(j)] * std::fabs(o.Wd.get(i * kF + j));
+    }
+    w.value[size_t(i)] = y;
+    w.magnitude[size_t(i)] = m;
+  }
+  return w;
+}
+
+Params tile(int64_t n_off) {
+  Params p;
+  p.set_real("eps", 1e-5);
+  p.set_int("hidden", kK);
+  p.set_int("K", kK);
+  p.set_int("N_tile", std::min(kWidth, kF - n_off));
+  p.set_int("n_off", n_off);
+  return p;
+}
+
+std::vector<const Tensor*> inputs(const Operands& o, bool bias) {
+  std::vector<const Tensor*> in{&o.x, &o.nw, &o.Wg, &o.Wu, &o.Wd};
+  if (bias) in.insert(in.end(), {&o.bg, &o.bu, &o.bd});
+  return in;
+}
+
+// Every tile (widths 5, 5, 2) adds into the accumulator, in two orders; each result is the whole
+// MLP within F32 rounding (the features, each tile's row and each add round once), and the down
+// bias counts once.
+TEST(OpRmsnormGemvGluDownTile, TheTilesSumToTheWholeMlpInAnyOrder) {
+  std::mt19937 rng(28);
+  for (DType dt : {DType::F32, DType::BF16})
+    for (bool bias : {false, true})
+      for (bool reverse : {false, true}) {
+        SCOPED_TRACE(std::string(name_of(dt)) + (bias ? " biases" : "") + (reverse ? " reversed" : ""));
+        const Operands o = operands(dt, rng);
+        const Want want = naive_mlp(o, bias, 1e-5);
+        Tensor acc = o.acc0;
+        std::vector<int64_t> offs{0, 5, 10};
+        if (reverse) std::reverse(offs.begin(), offs.end());
+        for (int64_t off : offs) {
+          std::vector<Tensor*> outs{&acc};
+          amk::run_reference_op(Op::RMSNORM_GEMV_GLU_DOWN_TILE, tile(off), inputs(o, bias), outs);
+        }
+        for (int64_t i = 0; i < kH; ++i) {
+          const double tol = 1e-6 * want.magnitude[size_t(i)] + 1e-12;
+          EXPECT_NEAR(acc.get(i), want.value[size_t(i)], tol) << i;
+          EXPECT_NE(acc.get(i), o.acc0.get(i)) << i;  // every element moved
+        }
+      }
+}
+
+// One tile adds exactly its own features' share: the difference it makes equals the down
+// projection of those features alone (the other tiles' columns of W_down zeroed).
+TEST(OpRmsnormGemvGluDownTile, ATileAddsOnlyItsFeaturesColumns) {
+  std::mt19937 rng(29);
+  Operands o = operands(DType::F32, rng);
+  Operands only = o;
+  for (int64_t i = 0; i < kH; ++i)
+    for (int64_t j = 0; j < kF; ++j)
+      if (j < 5 || j >= 10) only.Wd.set(i * kF + j, 0.0f);
+  Tensor a = Tensor::zeros(DType::F32, {1, kH});
+  std::vector<Tensor*> outs_a{&a};
+  amk::run_reference_op(Op::RMSNORM_GEMV_GLU_DOWN_TILE, tile(5), inputs(o, false), outs_a);
+  const Want want = naive_mlp(only, false, 1e-5);  // acc0 is added there: subtract it
+  for (int64_t i = 0; i < kH; ++i)
+    EXPECT_NEAR(a.get(i), want.value[size_t(i)] - o.acc0.get(i), 1e-6 * want.magnitude[size_t(i)] + 1e-12);
+}
+
+TEST(OpRmsnormGemvGluDownTile, BadOperandsAreNamedErrors) {
+  std::mt19937 rng(30);
+  const Operands o = operands(DType::F32, rng);
+  const auto expect_error = [&](std::vector<const Tensor*> in, Tensor& acc, const Params& p,
+                                const std::string& what) {
+    const Tensor before = acc;
+    try {
+      std::vector<Tensor*> outs{&acc};
+      amk::run_reference_op(Op::RMSNORM_GEMV_GLU_DOWN_TILE, p, in, outs);
+      ADD_FAILURE() << "no OpError, expected one containing: " << what;
+    } catch (const amk::OpError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(acc.bytes, before.bytes);  // nothing written
+  };
+  Tensor acc = o.acc0;
+  expect_error({&o.x, &o.nw, &o.Wg, &o.Wu, &o.Wd, &o.bg}, acc, tile(0),
+               "RMSNORM_GEMV_GLU_DOWN_TILE: takes x, the norm weight, the gate, up and down "
+               "weights (inputs 0-4) and optionally the three biases (inputs 5-7): got 6 inputs");
+  const Tensor wide = Tensor::zeros(DType::F32, {kH, kF + 1});
+  expect_error({&o.x, &o.nw, &o.Wg, &o.Wu, &wide}, acc, tile(0),
+               "input 4 (down weight) [8,13] must have the gate weight's 12 rows as its columns");
+  Tensor bf16_acc = Tensor::zeros(DType::BF16, {1, kH});
+  expect_error(inputs(o, false), bf16_acc, tile(0), "output 0 (accumulator) is BF16, not F32");
+  Tensor long_acc = Tensor::zeros(DType::F32, {1, kH + 1});
+  expect_error(inputs(o, false), long_acc, tile(0), "output 0 (accumulator)");
+  const Tensor two_rows = Tensor::zeros(DType::F32, {2, kK});
+  expect_error({&two_rows, &o.nw, &o.Wg, &o.Wu, &o.Wd}, acc, tile(0),
+               "input 0 (x) [2,16] must be one row of K = 16");
+  Params past = tile(10);
+  past.set_int("N_tile", 5);  // features [10, 15) of 12
+  expect_error(inputs(o, false), acc, past, "n_off 10 + N_tile 5");
+  const Tensor short_bd = Tensor::zeros(DType::F32, {kH - 1});
+  expect_error({&o.x, &o.nw, &o.Wg, &o.Wu, &o.Wd, &o.bg, &o.bu, &short_bd}, acc, tile(5),
+               "input 7 (down bias)");
+}
+
+// GEMV_ADD_TILE's second output gets output 0's tile, and only its tile.
+TEST(OpGemvAddTile, ASecondOutputGetsTheSameTile) {
+  std::mt19937 rng(31);
+  const Tensor x = rnd(DType::F32, {1, kK}, rng), W = rnd(DType::BF16, {kH, kK}, rng);
+  const Tensor res = rnd(DType::F32, {1, kH}, rng);
+  Tensor out = Tensor::zeros(DType::F32, {1, kH}), copy = out;
+  copy.fill(std::numeric_limits<float>::quiet_NaN());
+  Params p;
+  p.set_int("K", kK);
+  p.set_int("N_tile", 3);
+  p.set_int("n_off", 2);
+  std::vector<Tensor*> outs{&out, &copy};
+  const std::vector<const Tensor*> in{&x, &W, &res};
+  amk::run_reference_op(Op::GEMV_ADD_TILE, p, in, outs);
+  for (int64_t i = 0; i < kH; ++i) {
+    if (i >= 2 && i < 5) {
+      EXPECT_EQ(copy.get(i), out.get(i)) << i;
+      EXPECT_NE(out.get(i), 0.0f) << i;
+    } else {
+      EXPECT_TRUE(std::isnan(copy.get(i))) << i;
+    }
+  }
+  Tensor narrow = Tensor::zeros(DType::F32, {1, kH - 1});
+  std::vector<Tensor*> bad{&out, &narrow};
+  try {
+    amk::run_reference_op(Op::GEMV_ADD_TILE, p, in, bad);
+    ADD_FAILURE() << "no OpError";
+  } catch (const amk::OpError& e) {
+    EXPECT_NE(std::string(e.what()).find("output 1 [1,7] must have output 0's shape [1,8]"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace glu_down

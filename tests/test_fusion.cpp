@@ -314,6 +314,125 @@ TEST(FusedAttentionSplit, BadMergeParamsAreNamedByTheValidator) {
             std::string::npos);
 }
 
+// [gemv, silu_mul, gemv]: each GLU tile multiplies its features by their columns of down_proj
+// and adds the row into the layer's output (RMSNORM_GEMV_GLU_DOWN_TILE), which o_proj's tiles
+// initialise with a second copy of their output; the down level goes. The logits stay within
+// fp32 noise of the down level's program (the same products, summed tile by tile), with and
+// without the split-KV merge in o_proj.
+TEST_P(FusedAttentionSplit, MlpTilesAddTheDownProjection) {
+  const std::string name = GetParam();
+  const Checkpoint ck = Checkpoint::open(kFixtures / name);
+  const ExpectedOutputs e = load_expected(kFixtures / name / "expected.safetensors");
+  for (bool combine : {false, true}) {
+    SCOPED_TRACE(combine ? "o_proj merges the partials" : "combine level");
+    ScheduleConfig plain =
+        with({{"rmsnorm", "gemv"}, {"gemv", "silu_mul"}, {"gemv", "add"}, {"rope", "attention"}});
+    plain.tiling.push_back({"attention", {{"kv_block", 4}, {"kv_heads", 1}}});
+    if (combine) plain.fusion_grouping.push_back({"attention_combine", "gemv"});
+    ScheduleConfig fused = plain;
+    fused.fusion_grouping.push_back({"gemv", "silu_mul", "gemv"});
+    const Program a_prog = lower(ck.config(), plain, h100(), kContext);
+    const Program b_prog = lower(ck.config(), fused, h100(), kContext);
+    const ValidationResult v = validate(b_prog);
+    ASSERT_TRUE(v.ok) << v.report();
+    EXPECT_TRUE(v.warnings.empty()) << v.report();
+    const int64_t layers = ck.config().num_hidden_layers;
+    const int64_t glu_tiles = count_op(a_prog, Op::RMSNORM_GEMV_GLU_TILE);
+    EXPECT_EQ(count_op(b_prog, Op::RMSNORM_GEMV_GLU_TILE), 0);
+    EXPECT_EQ(count_op(b_prog, Op::RMSNORM_GEMV_GLU_DOWN_TILE), glu_tiles);
+    // down_proj's tiles (the GEMV_ADD_TILEs but o_proj's) are gone, and o_proj's write twice.
+    const Op o_op = combine ? Op::COMBINE_GEMV_ADD_TILE : Op::GEMV_ADD_TILE;
+    int64_t copies = 0;
+    for (const Task& t : b_prog.tasks) copies += t.op == o_op && t.outputs.size() == 2;
+    EXPECT_EQ(copies, count_op(b_prog, o_op));
+    const int64_t o_tiles = std::count_if(a_prog.tasks.begin(), a_prog.tasks.end(), [](const Task& t) {
+      return t.label.find(".o_proj[") != std::string::npos;
+    });
+    EXPECT_EQ(count_op(b_prog, Op::GEMV_ADD_TILE) + count_op(b_prog, Op::COMBINE_GEMV_ADD_TILE), o_tiles);
+    EXPECT_EQ(b_prog.counters.size() + size_t(layers), a_prog.counters.size());
+    ReferenceDecoder a(ck, a_prog), b(ck, b_prog);
+    double any_diff = 0;
+    for (int64_t i = 0; i < kContext; ++i) {
+      const std::vector<float> la = a.step(e.sequence_ids[size_t(i)]);
+      const std::vector<float> lb = b.step(e.sequence_ids[size_t(i)]);
+      ASSERT_EQ(la.size(), lb.size());
+      double diff = 0, scale = 0;
+      for (size_t j = 0; j < la.size(); ++j) {
+        ASSERT_TRUE(std::isfinite(lb[j])) << "position " << i;
+        diff = std::max(diff, double(std::fabs(la[j] - lb[j])));
+        scale = std::max(scale, double(std::fabs(la[j])));
+      }
+      EXPECT_LE(diff / scale, 1e-5) << "position " << i;
+      any_diff = std::max(any_diff, diff);
+    }
+    EXPECT_GT(any_diff, 0.0);  // the sums run in another order: not the same program
+  }
+}
+
+// The accumulation rule (docs/IR.md): what validate() refuses about the MLP tiles' adds.
+TEST(FusionGrouping, TheAccumulationRuleIsProvedAndItsBreachesNamed) {
+  const Checkpoint ck = Checkpoint::open(kFixtures / "tiny-llama");
+  ScheduleConfig c =
+      with({{"rmsnorm", "gemv"}, {"gemv", "silu_mul"}, {"gemv", "add"}, {"gemv", "silu_mul", "gemv"}});
+  const Program good = lower(ck.config(), c, h100(), kContext);
+  ASSERT_TRUE(validate(good).ok) << validate(good).report();
+  const auto find = [](Program& p, const std::string& label) -> Task& {
+    for (Task& t : p.tasks)
+      if (t.label == label) return t;
+    ADD_FAILURE() << "no task " << label;
+    return p.tasks.front();
+  };
+  const auto report = [](const Program& p) {
+    const ValidationResult v = validate(p);
+    EXPECT_FALSE(v.ok);
+    return v.report();
+  };
+  {  // one adder signals a counter of its own
+    Program p = good;
+    find(p, "L0.mlp[t1]").out_counter = p.new_counter("stray");
+    EXPECT_NE(report(p).find("do not all signal one counter"), std::string::npos) << report(p);
+  }
+  {  // o_proj no longer initialises the sum
+    Program p = good;
+    for (Task& t : p.tasks)
+      if (t.label.rfind("L0.o_proj", 0) == 0) t.outputs.resize(1);
+    EXPECT_NE(report(p).find("uninitialized accumulator"), std::string::npos) << report(p);
+  }
+  {  // a reader of the sum that waits for o_proj only: ordered neither before nor after the adds
+    Program p = good;
+    const int64_t o_counter = find(p, "L0.o_proj[t0]").out_counter;
+    const int64_t o_tiles = std::count_if(p.tasks.begin(), p.tasks.end(),
+                                          [&](const Task& t) { return t.out_counter == o_counter; });
+    find(p, "L1.q_proj[t0]").waits = {Wait{o_counter, o_tiles}};
+    EXPECT_NE(report(p).find("ordered neither before nor after all"), std::string::npos) << report(p);
+  }
+}
+
+TEST(FusionGrouping, GluDownNeedsTheGluTheNormAndTheResidualFusions) {
+  const Checkpoint ck = Checkpoint::open(kFixtures / "tiny-llama");
+  const auto error = [&](const ScheduleConfig& c) {
+    try {
+      lower(ck.config(), c, h100(), kContext);
+    } catch (const LoweringError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const Groups all{{"rmsnorm", "gemv"}, {"gemv", "silu_mul"}, {"gemv", "add"}, {"gemv", "silu_mul", "gemv"}};
+  for (size_t drop = 0; drop < 3; ++drop) {
+    Groups g = all;
+    g.erase(g.begin() + int64_t(drop));
+    EXPECT_NE(error(with(g)).find("[gemv, silu_mul, gemv] needs [rmsnorm, gemv], [gemv, silu_mul] "
+                                  "and [gemv, add]"),
+              std::string::npos)
+        << error(with(g));
+  }
+  ScheduleConfig down_tile = with(all);
+  down_tile.tiling.push_back({"down_proj", {{"N_tile", 8}}});
+  EXPECT_NE(error(down_tile).find("tiling.down_proj does nothing"), std::string::npos) << error(down_tile);
+  EXPECT_EQ(error(with(all)), "");
+}
+
 TEST(FusionGrouping, CombineGemvNeedsASplitAndTheResidualFusion) {
   const Checkpoint ck = Checkpoint::open(kFixtures / "tiny-llama");
   const auto error = [&](const ScheduleConfig& c) {

@@ -136,8 +136,8 @@ TEST(IrBuilder, DenseIdsAndTotals) {
   EXPECT_EQ(p.buffers[1].source, "proj.weight");
   EXPECT_EQ(p.total_weight_bytes(), 512);
   EXPECT_EQ(p.total_est_bytes(), 512);
-  EXPECT_EQ(p.ir_version, "0.9.0");
-  EXPECT_EQ(p.abi_version, "0.9");
+  EXPECT_EQ(p.ir_version, "0.10.0");
+  EXPECT_EQ(p.abi_version, "0.10");
 }
 
 }  // namespace

@@ -215,6 +215,25 @@ TEST(Marshal, FusedAndSplitKvProgramsKeepTheArgmaxAsTheSink) {
   EXPECT_EQ(m.next_token_buffer, position_of(m, buffer_named(p, "next_token").id));
 }
 
+// The MLP tiles that add their down projection (RMSNORM_GEMV_GLU_DOWN_TILE) and o_proj's second
+// output have no device code (bench/attempts/glu-down-device.patch): both are refused by name,
+// never run with an unwritten accumulator.
+TEST(Marshal, TheFusedMlpTilesAreRefusedByName) {
+  ScheduleConfig c;
+  c.fusion_grouping = {{"rmsnorm", "gemv"}, {"gemv", "silu_mul"}, {"gemv", "add"},
+                       {"gemv", "silu_mul", "gemv"}};
+  c.tiling = {{"gemv", {{"N_tile", 24}}}};
+  Program p = tiny_llama(c);
+  EXPECT_NE(marshal_error(p).find("a second output (fusion group [gemv, silu_mul, gemv]) has no "
+                                  "device code"),
+            std::string::npos)
+      << marshal_error(p);
+  for (Task& t : p.tasks)
+    if (t.outputs.size() > 1) t.outputs.resize(1);
+  EXPECT_NE(marshal_error(p).find("no device code for RMSNORM_GEMV_GLU_DOWN_TILE"), std::string::npos)
+      << marshal_error(p);
+}
+
 TEST(Marshal, ATaskNothingWaitsForLeavesNoSink) {
   Program p = tiny_llama();
   // A NOP whose counter nobody waits on does not happen-before the argmax.

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define AMK_ABI_VERSION_MAJOR 0
-#define AMK_ABI_VERSION_MINOR 9
+#define AMK_ABI_VERSION_MINOR 10
 #define AMK_PROFILE_STAMPS 5 /* per instruction in amk_program_t.profile */
 
 #define AMK_MAX_INPUTS 8
@@ -96,7 +96,10 @@ typedef enum amk_opcode_t {
   AMK_OP_GEMV_GLU_TILE = 25,
   AMK_OP_RMSNORM_GEMV_GLU_TILE = 26, /* [x, norm_w, W_gate, W_up(, b_gate, b_up)]: RMSNORM first */
   AMK_OP_COMBINE_GEMV_ADD_TILE = 27, /* [parts, W, residual(, bias)]: ATTENTION_COMBINE first */
-  AMK_OP_COUNT = 28
+  /* [x, norm_w, W_gate, W_up, W_down(, b_gate, b_up, b_down)] -> [acc]: RMSNORM_GEMV_GLU_TILE's
+     features a, then acc += a @ W_down[:, n_off:+N_tile].T, accumulated (docs/OPCODES.md) */
+  AMK_OP_RMSNORM_GEMV_GLU_DOWN_TILE = 28,
+  AMK_OP_COUNT = 29
 } amk_opcode_t;
 
 /* ATTENTION_TILE flag bits (params.flags). */

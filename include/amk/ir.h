@@ -18,8 +18,8 @@
 
 namespace amk {
 
-inline constexpr std::string_view kIrVersion = "0.9.0";
-inline constexpr std::string_view kAbiVersion = "0.9";
+inline constexpr std::string_view kIrVersion = "0.10.0";
+inline constexpr std::string_view kAbiVersion = "0.10";
 
 inline constexpr int kMaxInputs = 8;
 inline constexpr int kMaxOutputs = 4;
@@ -66,11 +66,15 @@ enum class Op : int32_t {
   // 27: o_proj over the split-KV attention's partials: ATTENTION_COMBINE of a stack of
   // partials [S * n_heads, head_dim + 2] in the prologue, then the GEMV_ADD_TILE body.
   COMBINE_GEMV_ADD_TILE,
+  // 28: a whole MLP over a slice of its features: RMSNORM_GEMV_GLU_TILE's activations a of
+  // features [n_off, n_off + N_tile), then out += a @ W_down[:, n_off:+N_tile].T. Its output is an
+  // accumulator: the tiles of one MLP add into it in any order (the validator's accumulation rule).
+  RMSNORM_GEMV_GLU_DOWN_TILE,
 };
 inline constexpr int kNumDTypes = 10;
 inline constexpr int kNumMemSpaces = 4;
 inline constexpr int kNumBufferKinds = 6;
-inline constexpr int kNumOps = 28;
+inline constexpr int kNumOps = 29;
 
 // Names exactly as the JSON format spells them ("BF16", "GEMV_TILE", ...).
 std::string_view name_of(DType v);
@@ -97,6 +101,10 @@ struct OpSpec {
   int n_outputs;
   std::vector<std::string_view> required_params;
   std::string_view summary;
+  // More outputs allowed than n_outputs (0: exactly n_outputs): GEMV_ADD_TILE and
+  // COMBINE_GEMV_ADD_TILE may write their tile to a second buffer too.
+  int max_outputs = 0;
+  int most_outputs() const { return max_outputs > n_outputs ? max_outputs : n_outputs; }
 };
 // Every Op has an entry; the pointer is never null for a valid Op value.
 const OpSpec& op_spec(Op op);

@@ -9,9 +9,15 @@
 
 namespace amk {
 
-// GEMV_GLU_TILE and RMSNORM_GEMV_GLU_TILE: a gated linear unit's gate and up projections as one
-// tile, silu(gate rows) * (up rows) in its epilogue (docs/OPCODES.md).
+// GEMV_GLU_TILE, RMSNORM_GEMV_GLU_TILE and RMSNORM_GEMV_GLU_DOWN_TILE: a gated linear unit's
+// gate and up projections as one tile, silu(gate rows) * (up rows) in its epilogue
+// (docs/OPCODES.md).
 bool is_glu_gemv(Op op);
+
+// RMSNORM_GEMV_GLU_DOWN_TILE: a GLU tile whose features go on through its slice of the down
+// projection into an accumulating output (docs/OPCODES.md). Its down weight [H, F] is read by
+// columns [n_off, n_off + N_tile); the CUDA VM stores it transposed, so those are N_tile rows of H.
+bool is_glu_down(Op op);
 
 // GEMV_TILE and its fused variants (RMSNORM_, SILU_MUL_, _ADD_, SILU_MUL_..._ADD_TILE, the GLU
 // tiles): [N, K] weights streamed once, rows [n_off, n_off + N_tile) of each.
@@ -22,7 +28,8 @@ bool is_gemv_family(Op op);
 // follows its gate weight.
 size_t gemv_weight_input(Op op);
 
-// How many [N, K] weights the tile streams, from gemv_weight_input() on: 2 for the GLU tiles.
+// How many [N, K]-sized weight slices the tile streams, from gemv_weight_input() on: 2 for the GLU
+// tiles, 3 with the down projection's slice.
 int64_t gemv_weight_count(Op op);
 
 }  // namespace amk

@@ -47,6 +47,7 @@ static_assert(int(Op::NOP) == AMK_OP_NOP && int(Op::COPY) == AMK_OP_COPY &&
               int(Op::GEMV_GLU_TILE) == AMK_OP_GEMV_GLU_TILE &&
               int(Op::RMSNORM_GEMV_GLU_TILE) == AMK_OP_RMSNORM_GEMV_GLU_TILE &&
               int(Op::COMBINE_GEMV_ADD_TILE) == AMK_OP_COMBINE_GEMV_ADD_TILE &&
+              int(Op::RMSNORM_GEMV_GLU_DOWN_TILE) == AMK_OP_RMSNORM_GEMV_GLU_DOWN_TILE &&
               kNumOps == AMK_OP_COUNT);
 
 namespace {
@@ -64,7 +65,7 @@ constexpr std::array<std::string_view, kNumOps> kOpNames = {
     "SOFTMAX", "ALLREDUCE_SHARD", "KV_APPEND", "SAMPLE_ARGMAX", "ATTENTION_COMBINE",
     "ROPE_FREQ", "RMSNORM_GEMV_TILE", "SILU_MUL_GEMV_TILE", "GEMV_ADD_TILE",
     "SILU_MUL_GEMV_ADD_TILE", "ROPE_KV_ATTENTION_TILE", "GEMV_GLU_TILE",
-    "RMSNORM_GEMV_GLU_TILE", "COMBINE_GEMV_ADD_TILE"};
+    "RMSNORM_GEMV_GLU_TILE", "COMBINE_GEMV_ADD_TILE", "RMSNORM_GEMV_GLU_DOWN_TILE"};
 
 template <typename E, size_t N>
 std::string_view lookup_name(const std::array<std::string_view, N>& names, E v) {
@@ -150,7 +151,7 @@ const OpSpec& op_spec(Op op) {
       {Op::SILU_MUL_GEMV_TILE, 3, 4, 1, {"K", "N_tile", "n_off"},
        "out[.., n_off:+N_tile] = (silu(gate) * up) @ W.T"},
       {Op::GEMV_ADD_TILE, 3, 4, 1, {"K", "N_tile", "n_off"},
-       "out[.., n_off:+N_tile] = x @ W.T + residual[.., n_off:+N_tile]"},
+       "out[.., n_off:+N_tile] = x @ W.T + residual[.., n_off:+N_tile] (and into output 1)", 2},
       {Op::SILU_MUL_GEMV_ADD_TILE, 4, 5, 1, {"K", "N_tile", "n_off"},
        "out[.., n_off:+N_tile] = (silu(gate) * up) @ W.T + residual[.., n_off:+N_tile]"},
       {Op::ROPE_KV_ATTENTION_TILE, 5, 8, 3,
@@ -161,7 +162,10 @@ const OpSpec& op_spec(Op op) {
       {Op::RMSNORM_GEMV_GLU_TILE, 4, 6, 1, {"eps", "hidden", "K", "N_tile", "n_off"},
        "out[.., n_off:+N_tile] = silu(rmsnorm(x, w) @ W_gate.T) * (rmsnorm(x, w) @ W_up.T)"},
       {Op::COMBINE_GEMV_ADD_TILE, 3, 4, 1, {"head_dim", "n_heads", "K", "N_tile", "n_off"},
-       "out[.., n_off:+N_tile] = combine(partials) @ W.T + residual[.., n_off:+N_tile]"},
+       "out[.., n_off:+N_tile] = combine(partials) @ W.T + residual[.., n_off:+N_tile] (and into output 1)",
+       2},
+      {Op::RMSNORM_GEMV_GLU_DOWN_TILE, 5, 8, 1, {"eps", "hidden", "K", "N_tile", "n_off"},
+       "acc += glu(rmsnorm(x, w))[n_off:+N_tile] @ W_down[:, n_off:+N_tile].T"},
   }};
   const auto i = static_cast<size_t>(op);
   return registry[i < registry.size() ? i : 0];

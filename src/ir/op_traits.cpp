@@ -2,7 +2,11 @@
 
 namespace amk {
 
-bool is_glu_gemv(Op op) { return op == Op::GEMV_GLU_TILE || op == Op::RMSNORM_GEMV_GLU_TILE; }
+bool is_glu_gemv(Op op) {
+  return op == Op::GEMV_GLU_TILE || op == Op::RMSNORM_GEMV_GLU_TILE || is_glu_down(op);
+}
+
+bool is_glu_down(Op op) { return op == Op::RMSNORM_GEMV_GLU_DOWN_TILE; }
 
 bool is_gemv_family(Op op) {
   return op == Op::GEMV_TILE || op == Op::RMSNORM_GEMV_TILE || op == Op::SILU_MUL_GEMV_TILE ||
@@ -12,11 +16,12 @@ bool is_gemv_family(Op op) {
 
 size_t gemv_weight_input(Op op) {
   return (op == Op::RMSNORM_GEMV_TILE || op == Op::SILU_MUL_GEMV_TILE ||
-          op == Op::SILU_MUL_GEMV_ADD_TILE || op == Op::RMSNORM_GEMV_GLU_TILE)
+          op == Op::SILU_MUL_GEMV_ADD_TILE || op == Op::RMSNORM_GEMV_GLU_TILE ||
+          op == Op::RMSNORM_GEMV_GLU_DOWN_TILE)
              ? 2
              : 1;
 }
 
-int64_t gemv_weight_count(Op op) { return is_glu_gemv(op) ? 2 : 1; }
+int64_t gemv_weight_count(Op op) { return is_glu_down(op) ? 3 : is_glu_gemv(op) ? 2 : 1; }
 
 }  // namespace amk

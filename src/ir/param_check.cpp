@@ -80,7 +80,9 @@ bool at_least(const TaskParams& c, std::string_view key, const std::optional<int
 
 std::string num(int64_t v) { return std::to_string(v); }
 
-void check_gemv(const TaskParams& c, size_t x_at, size_t w_at) {
+// `output_columns`: output 0 holds the tile's columns (every GEMV-shaped op but the accumulating
+// RMSNORM_GEMV_GLU_DOWN_TILE, whose output is the down projection's whole row).
+void check_gemv(const TaskParams& c, size_t x_at, size_t w_at, bool output_columns = true) {
   const auto K = int_param(c.task(), "K"), n_off = int_param(c.task(), "n_off"),
              n_tile = int_param(c.task(), "N_tile");
   const bool k_ok = at_least(c, "K", K, 1);
@@ -114,7 +116,7 @@ void check_gemv(const TaskParams& c, size_t x_at, size_t w_at) {
       c.error("param K " + std::to_string(*K) + " is not the columns of input " +
               std::to_string(w_at) + " (weight) " + c.ref(*w));
   }
-  if (const Buffer* o = c.out(0); o && !o->shape.empty() && end > o->shape.back())
+  if (const Buffer* o = c.out(0); output_columns && o && !o->shape.empty() && end > o->shape.back())
     c.error("param n_off " + std::to_string(*n_off) + " + N_tile " + std::to_string(*n_tile) +
             " exceeds the columns of output 0 " + c.ref(*o));
 }
@@ -142,6 +144,54 @@ void check_glu(const TaskParams& c, size_t w_at) {
       c.operand_error("input " + num(int64_t(i)) +
                       (i == w_at + 2 ? " (gate bias) " : " (up bias) ") + c.ref(*b) +
                       " is not [N] for the weights' " + num(gate->shape[0]) + " rows");
+}
+
+// GEMV_ADD_TILE / COMBINE_GEMV_ADD_TILE's optional output 1 gets output 0's tile: it must be
+// another buffer of output 0's shape (the tile's columns of each).
+void check_second_output(const TaskParams& c) {
+  const Buffer* first = c.out(0);
+  const Buffer* second = c.out(1);
+  if (!first || !second) return;
+  if (first->id == second->id)
+    c.operand_error("output 1 " + c.ref(*second) + " is output 0: a second output is another buffer");
+  else if (first->shape != second->shape)
+    c.operand_error("output 1 " + c.ref(*second) + " must have the shape of output 0 " +
+                    c.ref(*first));
+}
+
+// RMSNORM_GEMV_GLU_DOWN_TILE [x, norm_w, W_gate, W_up, W_down(, b_gate, b_up, b_down)] -> acc:
+// W_down [H, F] with F the gate weight's rows, acc one F32 row of H, the biases all three or none.
+void check_glu_down(const TaskParams& c) {
+  const size_t n_in = c.task().inputs.size();
+  if (n_in != 5 && n_in != 8)
+    c.operand_error("takes x, the norm weight, the gate, up and down weights and optionally all "
+                    "three biases: " + num(int64_t(n_in)) + " inputs");
+  const Buffer* gate = c.in(2);
+  const Buffer* up = c.in(3);
+  const Buffer* down = c.in(4);
+  const Buffer* acc = c.out(0);
+  if (gate && up && (gate->shape != up->shape || gate->dtype != up->dtype))
+    c.operand_error("input 3 (up weight) " + c.ref(*up) + " differs from input 2 (gate weight) " +
+                    c.ref(*gate) + ": both must have the same shape and dtype");
+  if (!gate || !down || !acc || gate->shape.size() != 2) return;
+  if (down->shape.size() != 2 || down->shape[1] != gate->shape[0]) {
+    c.operand_error("input 4 (down weight) " + c.ref(*down) + " must be [H, " +
+                    num(gate->shape[0]) + "]: the gate weight's rows as its columns");
+    return;
+  }
+  const int64_t H = down->shape[0];
+  if (acc->dtype != DType::F32 || acc->numel() != H || (!acc->shape.empty() && acc->shape.back() != H))
+    c.operand_error("output 0 (accumulator) " + c.ref(*acc) + " must be one F32 row of the down "
+                    "weight's " + num(H) + " rows");
+  if (n_in == 8) {
+    for (size_t i = 5; i < 7; ++i)
+      if (const Buffer* b = c.in(i); b && b->numel() != gate->shape[0])
+        c.operand_error("input " + num(int64_t(i)) + (i == 5 ? " (gate bias) " : " (up bias) ") +
+                        c.ref(*b) + " is not [N] for the weights' " + num(gate->shape[0]) + " rows");
+    if (const Buffer* b = c.in(7); b && b->numel() != H)
+      c.operand_error("input 7 (down bias) " + c.ref(*b) + " is not [H] for the down weight's " +
+                      num(H) + " rows");
+  }
 }
 
 void check_norm(const TaskParams& c) {
@@ -398,8 +448,11 @@ void check_task_params(const Program& p, Diagnostics& d) {
     switch (p.tasks[t].op) {
       case Op::GEMV_TILE:
       case Op::GEMM_TILE:
+        check_gemv(c, 0, 1);
+        break;
       case Op::GEMV_ADD_TILE:
         check_gemv(c, 0, 1);
+        check_second_output(c);
         break;
       case Op::RMSNORM_GEMV_TILE:
       case Op::SILU_MUL_GEMV_TILE:
@@ -410,6 +463,12 @@ void check_task_params(const Program& p, Diagnostics& d) {
       case Op::COMBINE_GEMV_ADD_TILE:
         check_gemv(c, 0, 1);
         check_partial_stack(c);
+        check_second_output(c);
+        break;
+      case Op::RMSNORM_GEMV_GLU_DOWN_TILE:
+        check_gemv(c, 0, 2, /*output_columns=*/false);
+        check_glu_down(c);
+        check_norm(c);
         break;
       case Op::GEMV_GLU_TILE:
       case Op::RMSNORM_GEMV_GLU_TILE:

@@ -145,8 +145,12 @@ void check_task_structure(const Program& p, bool buffers_dense, bool counters_de
       if (n_in < spec.min_inputs || n_in > spec.max_inputs)
         d.error(who() + " " + op + " arity: " + std::to_string(n_in) + " inputs, expected [" +
                 std::to_string(spec.min_inputs) + "," + std::to_string(spec.max_inputs) + "]");
-      if (task.outputs.size() != static_cast<size_t>(spec.n_outputs))
+      if (task.outputs.size() < static_cast<size_t>(spec.n_outputs) ||
+          task.outputs.size() > static_cast<size_t>(spec.most_outputs()))
         d.error(who() + " " + op + " expected " + std::to_string(spec.n_outputs) +
+                (spec.most_outputs() > spec.n_outputs
+                     ? " or " + std::to_string(spec.most_outputs())
+                     : std::string()) +
                 " outputs, got " + std::to_string(task.outputs.size()));
       for (std::string_view k : spec.required_params)
         if (!task.params.contains(k))
@@ -379,7 +383,14 @@ void run_validation(const Program& p, ValidationResult& r) {
     if (graph && topo.acyclic) {
       HappensBefore hb(*graph, topo.tasks);
       const detail::CheckInputs in{p, use, *graph, hb, d};
-      detail::check_races(in);
+      if (detail::has_accumulations(p)) {
+        // The adds into an accumulator are checked as a group; the rest as usual without them.
+        const BufferUse without = BufferUse::build(p, /*without_accumulations=*/true);
+        detail::check_races(detail::CheckInputs{p, without, *graph, hb, d});
+        detail::check_accumulations(in);
+      } else {
+        detail::check_races(in);
+      }
       if (p.pages) detail::check_page_aliasing(in);
       st.hb_queries = hb.queries_asked();
     }

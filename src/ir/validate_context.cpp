@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "amk/op_traits.h"
+
 namespace amk::detail {
 
 std::string task_ref(const Program& p, int32_t t) {
@@ -44,7 +46,7 @@ std::string id_list(const std::vector<int32_t>& ids, size_t total) {
   return s + "]";
 }
 
-BufferUse BufferUse::build(const Program& p) {
+BufferUse BufferUse::build(const Program& p, bool without_accumulations) {
   const int64_t nb = static_cast<int64_t>(p.buffers.size());
   std::vector<std::pair<int32_t, int32_t>> read_pairs, write_pairs;
   std::vector<int32_t> mine;
@@ -59,7 +61,12 @@ BufferUse BufferUse::build(const Program& p) {
   };
   for (size_t t = 0; t < p.tasks.size(); ++t) {
     collect(static_cast<int32_t>(t), p.tasks[t].inputs, read_pairs);
-    collect(static_cast<int32_t>(t), p.tasks[t].outputs, write_pairs);
+    if (without_accumulations && is_glu_down(p.tasks[t].op) && !p.tasks[t].outputs.empty()) {
+      std::vector<int64_t> rest(p.tasks[t].outputs.begin() + 1, p.tasks[t].outputs.end());
+      collect(static_cast<int32_t>(t), rest, write_pairs);
+    } else {
+      collect(static_cast<int32_t>(t), p.tasks[t].outputs, write_pairs);
+    }
   }
   BufferUse u;
   u.reads = Csr::from_pairs(p.tasks.size(), read_pairs);

@@ -43,7 +43,9 @@ struct BufferUse {
   Csr readers;  // buffer -> tasks reading it, task order
   Csr writers;  // buffer -> tasks writing it, task order
 
-  static BufferUse build(const Program& p);
+  // `without_accumulations`: leave out each accumulating task's write of its accumulator
+  // (RMSNORM_GEMV_GLU_DOWN_TILE's output 0), which check_accumulations checks instead.
+  static BufferUse build(const Program& p, bool without_accumulations = false);
   bool task_writes(int32_t t, int32_t b) const;
 };
 
@@ -57,6 +59,14 @@ struct CheckInputs {
 
 // Race-freedom (IR_SPEC §3.2): RAW provenance, KV_CACHE ordering, multi-writer WAW.
 void check_races(const CheckInputs& in);
+// Accumulation (RMSNORM_GEMV_GLU_DOWN_TILE): the tasks that add into one buffer share a counter
+// and are not ordered among themselves (their adds commute); every other writer and every reader
+// of the buffer is ordered before all of them or after all of them, and some writer before them
+// gives the sum its initial value. check_races runs on a BufferUse without the accumulating
+// writes, so it proves the initial value's writers and the readers after the sum as usual.
+// `use` is the full one.
+bool has_accumulations(const Program& p);
+void check_accumulations(const CheckInputs& in);
 // Page aliasing (IR_SPEC §3.3): live ranges of buffers sharing a page must be ordered.
 void check_page_aliasing(const CheckInputs& in);
 // Params against the shapes of the buffers they address (GEMV tiles, norms, KV_APPEND,

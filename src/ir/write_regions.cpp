@@ -204,6 +204,8 @@ WriteRegion write_region(const Program& program, const Task& task, int64_t buffe
     r.col_hi = end_of(lo, len);
     return r;
   }
+  // An accumulating MLP tile adds into all of its output (the validator's accumulation rule).
+  if (is_glu_down(task.op)) return r;
   if (!is_gemv_family(task.op) && task.op != Op::GEMM_TILE) return r;
   const auto n_off = offset_param(task.params, "n_off");
   const auto n_tile = extent_param(task.params, "N_tile");

@@ -33,6 +33,8 @@ Fusion resolve_fusion(const ScheduleConfig& config) {
       f.gemv_silu_mul = true;
     } else if (g == std::vector<std::string>{"attention_combine", "gemv"}) {
       f.combine_gemv = true;
+    } else if (g == std::vector<std::string>{"gemv", "silu_mul", "gemv"}) {
+      f.glu_down = true;
     } else {
       unknown += (unknown.empty() ? "" : ", ") + spell(g);
     }
@@ -41,7 +43,7 @@ Fusion resolve_fusion(const ScheduleConfig& config) {
   if (!unknown.empty())
     throw LoweringError("fusion_grouping cannot fuse " + unknown +
                          " (known groups: [rmsnorm, gemv], [silu_mul, gemv], [gemv, add], [rope, attention], "
-                         "[gemv, silu_mul], [attention_combine, gemv])");
+                         "[gemv, silu_mul], [attention_combine, gemv], [gemv, silu_mul, gemv])");
   return f;
 }
 

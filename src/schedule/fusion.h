@@ -26,6 +26,11 @@ struct Fusion {
   // o_proj tile merges it itself, so no ATTENTION_COMBINE task, attention row or its counter
   // remains between the attention and o_proj.
   bool combine_gemv = false;
+  // ["gemv", "silu_mul", "gemv"] -> RMSNORM_GEMV_GLU_DOWN_TILE (needs ["rmsnorm", "gemv"],
+  // ["gemv", "silu_mul"] and ["gemv", "add"]): each GLU tile also multiplies its features by
+  // their columns of down_proj and adds the result into the layer's output, which o_proj's tiles
+  // initialised with a second copy of their output. The down level and its hop go.
+  bool glu_down = false;
 };
 
 // Throws LoweringError naming every group it does not know (and the ones it does).

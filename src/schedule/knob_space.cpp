@@ -121,10 +121,13 @@ std::vector<KnobSpec> make_space() {
     f.effect = KnobEffect::Tasks;
     f.tier = 3;
     f.choices = {"rmsnorm+gemv",   "silu_mul+gemv", "gemv+add",
-                 "rope+attention", "gemv+silu_mul", "attention_combine+gemv"};
+                 "rope+attention", "gemv+silu_mul", "attention_combine+gemv",
+                 "gemv+silu_mul+gemv"};
     f.range =
         "any subset of: rmsnorm+gemv, silu_mul+gemv, gemv+add, rope+attention, gemv+silu_mul, "
-        "attention_combine+gemv (needs gemv+add and a kv_block split)";
+        "attention_combine+gemv (needs gemv+add and a kv_block split), gemv+silu_mul+gemv "
+        "(needs rmsnorm+gemv, gemv+silu_mul and gemv+add; no tiling.down_proj; the reference VM "
+        "runs it, the CUDA VM refuses it, the search does not propose it)";
     f.default_rule =
         "all but silu_mul+gemv (which gemv+silu_mul leaves nothing to fuse); "
         "attention_combine+gemv only with at most 8 KV blocks and head_dim <= 64";
@@ -132,7 +135,8 @@ std::vector<KnobSpec> make_space() {
         "adjacent ops fused into one task so the activation never round-trips to memory (norm "
         "per GEMV tile, SwiGLU per down tile, residual add per tile, rope+KV append per "
         "attention task, gate and up rows in one tile with SwiGLU in its epilogue, the split-KV "
-        "combine per o_proj tile)";
+        "combine per o_proj tile, down_proj's slice of each gate/up tile's features added "
+        "into the layer's output by that tile)";
     s.push_back(std::move(f));
   }
   s.push_back(choice("sm_assignment", 4, {"critical_path", "load_balance", "round_robin"},

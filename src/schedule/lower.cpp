@@ -95,9 +95,10 @@ class GraphBuilder {
   // the op's order, `extra` params beside K / N_tile / n_off, `extra_bytes` read by every tile
   // besides its weight rows (a norm weight, say). A GLU tile reads `n_weights` = 2 weights' rows
   // (and biases).
+  // `out2` >= 0: a second output that every tile writes too (GEMV_ADD_TILE's copy).
   void tiles(Op op, std::vector<int64_t> inputs, const Params& extra, int64_t extra_bytes,
              bool has_bias, int64_t out, int64_t K, int64_t N, int64_t tile,
-             const std::string& label, int64_t n_weights = 1) {
+             const std::string& label, int64_t n_weights = 1, int64_t out2 = -1) {
     const int64_t counter = p_.new_counter(label + " tiles");
     const std::vector<Wait> waits = waits_for(inputs);
     int64_t tiles = 0;
@@ -110,12 +111,15 @@ class GraphBuilder {
       // The prefetch distance, in GEMV_TILE's M_tile slot as the reference design's loader
       // marshals it (GEMV ignores M_tile as a tile extent).
       if (depth_ > 0) params.set_int("M_tile", depth_);
-      Task& t = p_.add_task(op, inputs, {out}, counter, waits, std::move(params),
+      std::vector<int64_t> outputs{out};
+      if (out2 >= 0) outputs.push_back(out2);
+      Task& t = p_.add_task(op, inputs, std::move(outputs), counter, waits, std::move(params),
                             fmt::format("{}[t{}]", label, tiles));
       t.est_bytes = wbytes(n_weights * (K * width + (has_bias ? width : 0))) + extra_bytes;
       t.est_flops = 2 * K * width * n_weights;
     }
     ready_[out] = Wait{counter, tiles};
+    if (out2 >= 0) ready_[out2] = Wait{counter, tiles};
   }
 
   // Several tasks writing one buffer each under one shared counter: consumers all-join.
@@ -198,6 +202,15 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
     throw LoweringError(
         "fusion group [attention_combine, gemv] needs [gemv, add]: its o_proj tiles "
         "(COMBINE_GEMV_ADD_TILE) also add the residual");
+  if (fusion.glu_down && !(fusion.rmsnorm_gemv && fusion.gemv_silu_mul && fusion.gemv_add))
+    throw LoweringError(
+        "fusion group [gemv, silu_mul, gemv] needs [rmsnorm, gemv], [gemv, silu_mul] and "
+        "[gemv, add]: its tiles (RMSNORM_GEMV_GLU_DOWN_TILE) normalise x and run the GLU "
+        "themselves, and o_proj's tiles give the down projection's sum its initial value");
+  if (fusion.glu_down && tiling.has_override("down_proj"))
+    throw LoweringError(
+        "tiling.down_proj does nothing with fusion group [gemv, silu_mul, gemv]: each GLU tile "
+        "multiplies its own features by down_proj, tiling.gate_proj.N_tile columns of it; remove it");
   if (fusion.combine_gemv && !tiling.kv_block)
     throw LoweringError(
         "fusion group [attention_combine, gemv] needs tiling.attention.kv_block: without a "
@@ -298,15 +311,16 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
   };
   // out = x @ W.T (+ b) + residual: one GEMV_ADD_TILE per tile with ["gemv", "add"], else the
   // GEMV into its own buffer and an ADD task.
+  // `copy` >= 0 (fused only): the tiles also write their columns there.
   const auto gemv_add = [&](int64_t x, int64_t w, std::optional<int64_t> b, int64_t residual,
                             int64_t K, const std::string& proj, const std::string& prefix,
-                            const std::string& add_name, bool fuse) {
+                            const std::string& add_name, bool fuse, int64_t copy = -1) {
     if (fuse) {
       const int64_t out = g.act(prefix + add_name, {1, H});
       std::vector<int64_t> in{x, w, residual};
       if (b) in.push_back(*b);
       g.tiles(Op::GEMV_ADD_TILE, std::move(in), {}, g.abytes(H), b.has_value(), out, K, H,
-              tiling.n_tile(proj), prefix + proj);
+              tiling.n_tile(proj), prefix + proj, 1, copy);
       return out;
     }
     const int64_t y = g.act(prefix + (proj == "o_proj" ? "o" : "down"), {1, H});
@@ -568,6 +582,9 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
       if (by_head) g.mark_ready(attn, Wait{attn_counter, n_groups});
     }
 
+    // [gemv, silu_mul, gemv]: o_proj's tiles also write h1 into the layer's output, where the
+    // MLP's tiles then add their slices of down_proj.
+    const int64_t mlp_out = fusion.glu_down ? g.act(ap + "mlp_residual", {1, H}) : -1;
     int64_t h1 = -1;
     if (partial_stack >= 0) {
       // COMBINE_GEMV_ADD_TILE: each tile merges the live blocks' partials (flags bit 2 with the
@@ -581,9 +598,25 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
                            {"flags", attention_flags::kRuntimeWindow}});
       // est_bytes as GEMV_ADD_TILE's (the partials, like the combine's, are L2 traffic).
       g.tiles(Op::COMBINE_GEMV_ADD_TILE, std::move(in), merge, g.abytes(H), b_o.has_value(), h1,
-              QD, H, tiling.n_tile("o_proj"), ap + "o_proj");
+              QD, H, tiling.n_tile("o_proj"), ap + "o_proj", 1, mlp_out);
     } else {
-      h1 = gemv_add(attn, w_o, b_o, h, QD, "o_proj", ap, "attn_residual", fusion.gemv_add);
+      h1 = gemv_add(attn, w_o, b_o, h, QD, "o_proj", ap, "attn_residual", fusion.gemv_add, mlp_out);
+    }
+    if (fusion.glu_down) {
+      // RMSNORM_GEMV_GLU_DOWN_TILE: each tile's features, silu(gate) * up, times their columns of
+      // down_proj, added into mlp_out (the biases, with mlp_bias: gate, up, down, the last added
+      // once, by the tile at feature 0). The tiles wait on h1's counter, which also covers
+      // o_proj's copy into mlp_out; readers of the sum wait for all of them.
+      std::vector<int64_t> in{h1, w_mnorm, w_gate, w_up, w_down};
+      if (b_gate) {
+        in.push_back(*b_gate);
+        in.push_back(*b_up);
+        in.push_back(*b_down);
+      }
+      g.tiles(Op::RMSNORM_GEMV_GLU_DOWN_TILE, std::move(in), norm, g.wbytes(H), b_gate.has_value(),
+              mlp_out, H, F, tiling.n_tile("gate_proj"), ap + "mlp", /*n_weights=*/3);
+      h = mlp_out;
+      continue;
     }
 
     // ---- MLP ----

@@ -46,6 +46,18 @@ class ConfigVariant(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("empty op", r.stderr)
 
+    def test_minus_items_remove_a_key(self):
+        r, out = self.run_variant("-tiling.attention,fusion_grouping+=gemv+silu_mul+gemv")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(out["tiling"], {"q_proj": {"N_tile": 64}})
+        self.assertEqual(out["fusion_grouping"][-1], ["gemv", "silu_mul", "gemv"])
+        for variant in ["-tiling.down_proj", "-", "-threads_per_block.x"]:
+            with self.subTest(variant=variant):
+                r, out = self.run_variant(variant)
+                self.assertEqual(r.returncode, 2)
+                self.assertIn("does not have", r.stderr)
+                self.assertIsNone(out)
+
     def test_base_copies_the_base(self):
         r, out = self.run_variant("base")
         self.assertEqual(r.returncode, 0, r.stderr)

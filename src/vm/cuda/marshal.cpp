@@ -156,6 +156,13 @@ void check_task(const Task& t, int32_t n_sms) {
   if (!device_implements(t.op))
     throw MarshalError(fmt::format("{}: the CUDA VM has no device code for {}", task_name(t),
                                    name_of(t.op)));
+  // GEMV_ADD_TILE's second output (the initial value of RMSNORM_GEMV_GLU_DOWN_TILE's
+  // accumulator, which has no device code either: bench/attempts/glu-down-device.patch) would
+  // be left unwritten.
+  if (is_gemv_family(t.op) && t.outputs.size() > 1)
+    throw MarshalError(fmt::format("{}: the CUDA VM writes one output of {}; a second output "
+                                   "(fusion group [gemv, silu_mul, gemv]) has no device code",
+                                   task_name(t), name_of(t.op)));
   if (is_gemv_family(t.op)) {
     const int64_t qdtype = t.params.get_int("qdtype", 0);
     if (qdtype < 0 || qdtype > 2)

@@ -43,6 +43,7 @@ void dispatch(Op op, const Params& params, std::span<const Tensor* const> inputs
     case Op::GEMV_GLU_TILE: ref::op_gemv_glu_tile(c); return;
     case Op::RMSNORM_GEMV_GLU_TILE: ref::op_rmsnorm_gemv_glu_tile(c); return;
     case Op::COMBINE_GEMV_ADD_TILE: ref::op_combine_gemv_add_tile(c); return;
+    case Op::RMSNORM_GEMV_GLU_DOWN_TILE: ref::op_rmsnorm_gemv_glu_down_tile(c); return;
   }
   throw OpError("unknown opcode " + std::to_string(int(op)));
 }

@@ -21,9 +21,10 @@ void OpContext::check_registry(int max_inputs_override) const {
                                  : std::to_string(spec.min_inputs) + " to " + std::to_string(max_in);
     fail("takes " + want + " inputs, got " + std::to_string(n_in));
   }
-  if (int64_t(outputs_.size()) != spec.n_outputs)
-    fail("takes " + std::to_string(spec.n_outputs) + " outputs, got " +
-         std::to_string(outputs_.size()));
+  if (int64_t(outputs_.size()) < spec.n_outputs || int64_t(outputs_.size()) > spec.most_outputs())
+    fail("takes " + std::to_string(spec.n_outputs) +
+         (spec.most_outputs() > spec.n_outputs ? " or " + std::to_string(spec.most_outputs()) : "") +
+         " outputs, got " + std::to_string(outputs_.size()));
   for (size_t i = 0; i < inputs_.size(); ++i)
     if (inputs_[i] == nullptr) fail("input " + std::to_string(i) + " is null");
   for (size_t i = 0; i < outputs_.size(); ++i)

@@ -34,6 +34,7 @@ class OpContext {
 
   size_t num_inputs() const { return inputs_.size(); }
   const Tensor& input(size_t i) const { return *inputs_[i]; }
+  size_t num_outputs() const { return outputs_.size(); }
   Tensor& output(size_t i) const { return *outputs_[i]; }
 
   bool has_param(std::string_view key) const { return params_.find(key) != nullptr; }

@@ -25,7 +25,7 @@ void op_embed(const OpContext& c);
 // matmul.cpp (GEMV_TILE and GEMM_TILE)
 void op_gemv_gemm(const OpContext& c);
 // fused_gemv.cpp (RMSNORM_GEMV_TILE, SILU_MUL_GEMV_TILE, GEMV_ADD_TILE, SILU_MUL_GEMV_ADD_TILE,
-// GEMV_GLU_TILE, RMSNORM_GEMV_GLU_TILE, COMBINE_GEMV_ADD_TILE)
+// GEMV_GLU_TILE, RMSNORM_GEMV_GLU_TILE, COMBINE_GEMV_ADD_TILE, RMSNORM_GEMV_GLU_DOWN_TILE)
 void op_rmsnorm_gemv_tile(const OpContext& c);
 void op_silu_mul_gemv_tile(const OpContext& c);
 void op_gemv_add_tile(const OpContext& c);
@@ -33,6 +33,7 @@ void op_silu_mul_gemv_add_tile(const OpContext& c);
 void op_gemv_glu_tile(const OpContext& c);
 void op_rmsnorm_gemv_glu_tile(const OpContext& c);
 void op_combine_gemv_add_tile(const OpContext& c);
+void op_rmsnorm_gemv_glu_down_tile(const OpContext& c);
 // quant.cpp
 void op_dequant(const OpContext& c);
 // attention.cpp
