@@ -2,8 +2,10 @@
 // closed-form answers, and on lowered programs: every knob the search varies moves it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "amk/knob_space.h"
 #include "amk/lowering.h"
 #include "amk/model_config.h"
 #include "amk/model_presets.h"
@@ -525,6 +527,32 @@ TEST(TimingSim, AttentionCostGrowsWithThePosition) {
   const SimConstants c = constants_for(h100());
   EXPECT_LT(simulate_step(p, h100(), c, SimOptions{0, 2}).step_us,
             simulate_step(p, h100(), c, SimOptions{511, 2}).step_us);
+}
+
+// o_proj tiles that merge the split-KV partials (COMBINE_GEMV_ADD_TILE) make one dependent L2
+// round trip a batch of 4 live partials for each float4 of x a thread owns (gemv.cuh
+// build_x_combine): the 1B's K = 2048 at 256 threads, 2 float4 a thread. At position 100 (2 of 8
+// 64-key blocks live: 1 batch) that is 2 trips against the copied row's 1, at 500 (8 live: 2
+// batches) 4: with only round trips costing, the later step is ~2 trips a layer longer.
+TEST(TimingSim, TheSplitKvMergeInOprojCostsARoundTripABatchOfPartials) {
+  const ModelConfig m = preset("llama-3.2-1b");
+  // The derived default: 8 blocks of 64 keys, merged in o_proj, 256 threads.
+  const ScheduleConfig config = default_schedule_config(m, h100(), 512);
+  ASSERT_EQ(integer_knob(config, "tiling.attention.kv_block"), 64);
+  ASSERT_EQ(config.threads_per_block, 256);
+  ASSERT_NE(std::find(config.fusion_grouping.begin(), config.fusion_grouping.end(),
+                      std::vector<std::string>{"attention_combine", "gemv"}),
+            config.fusion_grouping.end());
+  const Program p = lower(m, config, h100(), 512, DType::BF16);
+  SimConstants c = responsive_constants();
+  c.rtt_us = 2.0;
+  c.attn_gbs = 1e9;
+  c.act_gbs = 1e9;
+  const double early = simulate_step(p, h100(), c, SimOptions{100, 1}).step_us;
+  const double late = simulate_step(p, h100(), c, SimOptions{500, 1}).step_us;
+  const double layers = double(m.num_hidden_layers);
+  EXPECT_GT(late - early, 1.5 * layers * c.rtt_us) << early << " -> " << late;
+  EXPECT_LT(late - early, 2.5 * layers * c.rtt_us) << early << " -> " << late;
 }
 
 TEST(TimingSim, UnfittedTargetsScaleTheH100sRatesByBandwidthPerSm) {

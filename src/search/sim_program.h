@@ -41,6 +41,10 @@ struct SimTask {
   // Stream: its outputs may leave by bulk store (vm/cuda/megakernel_layout.h output_stage_fits),
   // so with SimConstants::bulk_store_signal its epilogue has no release to wait for.
   bool bulk_signal = false;
+  // Stream: dependent L2 round trips its x-build makes beyond a copy's, each one a trip at its
+  // SM's load (COMBINE_GEMV_ADD_TILE's merge: one a batch of kStackBatch partials a float4 a
+  // thread, ops/gemv.cuh build_x_combine; a rebuilt x only: a cached one makes none).
+  double extra_trips = 0;
 };
 
 class PreparedProgram {

@@ -312,18 +312,21 @@ class Engine {
     const int32_t ti = task_at(slot, s.pos);
     const SimTask& t = p_.tasks[size_t(ti)];
     op_begin_abs_[size_t(ti)] = now_;
-    double act = t.act_bytes;
+    double act = t.act_bytes, trips = c_.prologue_trips + t.extra_trips;
     if (t.kind == TaskKind::Stream) {
       ++s.started;
       const int64_t step = step_of(slot, s.pos);
-      if (s.x_key == t.x_key && s.x_step == step) act = 0;  // x is still in the op scratch
+      if (s.x_key == t.x_key && s.x_step == step) {  // x is still in the op scratch
+        act = 0;
+        trips = c_.prologue_trips;
+      }
       s.x_key = t.x_key;
       s.x_step = step;
     } else {
       s.x_key = -1;  // any other op may have used the op scratch
     }
     s.phase = Phase::Pre;
-    s.phase_end = now_ + c_.prologue_trips * (c_.rtt_us + loaded_sm(slot)) + act / (act_rate_ * t.warp_scale);
+    s.phase_end = now_ + trips * (c_.rtt_us + loaded_sm(slot)) + act / (act_rate_ * t.warp_scale);
   }
 
   void begin_body(size_t slot) {
