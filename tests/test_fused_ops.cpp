@@ -552,6 +552,10 @@ TEST(OpCombineGemvAddTile, BadOperandsAreNamedErrors) {
   windowed.set_int("kv_len", 4);
   expect_error(Op::COMBINE_GEMV_ADD_TILE, windowed, {&stack, &W, &res}, out, "position");
   expect_error(Op::COMBINE_GEMV_ADD_TILE, p, {&stack, &W}, out, "takes 3 to 4 inputs");
+  Tensor bf16_stack = Tensor::zeros(DType::BF16, stack.shape);
+  for (int64_t i = 0; i < stack.numel(); ++i) bf16_stack.set(i, stack.get(i));
+  expect_error(Op::COMBINE_GEMV_ADD_TILE, p, {&bf16_stack, &W, &res}, out,
+               "COMBINE_GEMV_ADD_TILE: input 0 (partials) is BF16, not F32");
 }
 
 // ---- RMSNORM_GEMV_GLU_DOWN_TILE: a slice of the MLP's features, through down_proj, added ----

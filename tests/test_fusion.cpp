@@ -312,6 +312,14 @@ TEST(FusedAttentionSplit, BadMergeParamsAreNamedByTheValidator) {
   // A block task's slab past the stack.
   EXPECT_NE(report_with("L0.attention[h0][kv0]", "m_off", 99).find("is not a slab of output 0"),
             std::string::npos);
+  // The stack is F32 (the CUDA merge reads floats).
+  Program bf16 = good;
+  for (Buffer& b : bf16.buffers)
+    if (b.name == "L0.attn_partials") b.dtype = DType::BF16;
+  const ValidationResult v = validate(bf16);
+  EXPECT_FALSE(v.ok);
+  EXPECT_NE(v.report().find("input 0 (partials)"), std::string::npos) << v.report();
+  EXPECT_NE(v.report().find("is BF16, not F32"), std::string::npos) << v.report();
 }
 
 // [gemv, silu_mul, gemv]: each GLU tile multiplies its features by their columns of down_proj

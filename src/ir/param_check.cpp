@@ -324,6 +324,10 @@ void check_partial_stack(const TaskParams& c) {
     else
       at_least(c, "kv_len", int_param(t, "kv_len"), 1);
   }
+  // F32, as ATTENTION_TILE writes partials and the merge reads them (docs/OPCODES.md).
+  if (const Buffer* s = c.in(0); s && s->dtype != DType::F32)
+    c.operand_error("input 0 (partials) " + c.ref(*s) + " is " + std::string(name_of(s->dtype)) +
+                    ", not F32");
   if (!at_least(c, "head_dim", head_dim, 1) || !at_least(c, "n_heads", n_heads, 1) || !K) return;
   if (*n_heads * *head_dim != *K)
     c.error("param K " + num(*K) + " must be n_heads " + num(*n_heads) + " x head_dim " +

@@ -143,7 +143,8 @@ void gemv_glu_into(const OpContext& c, const Tensor& x, size_t w_index, size_t b
 // step's position (empty, m = -inf, l = 0, as the attention writes them) are not read.
 Tensor combined_of(const OpContext& c) {
   const Tensor& stack = c.input(0);
-  require_float(c, stack, "input 0 (partials)");
+  if (stack.dtype != DType::F32)
+    c.fail("input 0 (partials) is " + std::string(name_of(stack.dtype)) + ", not F32");
   const int64_t head_dim = c.int_param("head_dim"), n_heads = c.int_param("n_heads");
   const int64_t K = c.int_param("K");
   if (head_dim < 1 || n_heads < 1 || n_heads * head_dim != K)
