@@ -124,11 +124,8 @@ void check_gemv(const TaskParams& c, size_t x_at, size_t w_at, bool output_colum
 // A GLU tile's operands beyond check_gemv's (which checks the gate weight at w_at): the up
 // weight at w_at + 1 is the gate weight's twin (shape and dtype), and the biases come as a pair
 // of [N] after them (fp weights; quantized ones put their scales there, as GEMV_TILE's input 2).
-void check_glu(const TaskParams& c, size_t w_at) {
-  const size_t n_in = c.task().inputs.size();
-  if (n_in == w_at + 3)
-    c.operand_error("takes the gate and up weights and optionally both biases: a bias for one "
-                    "projection alone (" + num(int64_t(n_in)) + " inputs) is refused");
+// The up weight at w_at + 1 is the gate weight's twin (shape and dtype).
+void check_glu_twins(const TaskParams& c, size_t w_at) {
   const Buffer* gate = c.in(w_at);
   const Buffer* up = c.in(w_at + 1);
   if (gate && up && (gate->shape != up->shape || gate->dtype != up->dtype))
@@ -137,6 +134,15 @@ void check_glu(const TaskParams& c, size_t w_at) {
                     num(int64_t(w_at)) + " (gate weight) " + c.ref(*gate) + " " +
                     std::string(name_of(gate->dtype)) +
                     ": both must have the same shape and dtype");
+}
+
+void check_glu(const TaskParams& c, size_t w_at) {
+  const size_t n_in = c.task().inputs.size();
+  if (n_in == w_at + 3)
+    c.operand_error("takes the gate and up weights and optionally both biases: a bias for one "
+                    "projection alone (" + num(int64_t(n_in)) + " inputs) is refused");
+  check_glu_twins(c, w_at);
+  const Buffer* gate = c.in(w_at);
   const auto qdtype = int_param(c.task(), "qdtype");
   if (n_in != w_at + 4 || !gate || gate->shape.size() != 2 || (qdtype && *qdtype > 4)) return;
   for (size_t i = w_at + 2; i < w_at + 4; ++i)
@@ -166,13 +172,10 @@ void check_glu_down(const TaskParams& c) {
   if (n_in != 5 && n_in != 8)
     c.operand_error("takes x, the norm weight, the gate, up and down weights and optionally all "
                     "three biases: " + num(int64_t(n_in)) + " inputs");
+  check_glu_twins(c, 2);
   const Buffer* gate = c.in(2);
-  const Buffer* up = c.in(3);
   const Buffer* down = c.in(4);
   const Buffer* acc = c.out(0);
-  if (gate && up && (gate->shape != up->shape || gate->dtype != up->dtype))
-    c.operand_error("input 3 (up weight) " + c.ref(*up) + " differs from input 2 (gate weight) " +
-                    c.ref(*gate) + ": both must have the same shape and dtype");
   if (!gate || !down || !acc || gate->shape.size() != 2) return;
   if (down->shape.size() != 2 || down->shape[1] != gate->shape[0]) {
     c.operand_error("input 4 (down weight) " + c.ref(*down) + " must be [H, " +
