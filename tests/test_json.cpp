@@ -189,7 +189,7 @@ TEST(JsonWrite, LayoutIsPythonIndent2InToDictOrder) {
   p.add_task(Op::COPY, {x}, {y}, c, {}, {}, "copy");
   const std::string expected = R"({
   "ir_version": "0.10.0",
-  "abi_version": "0.10",
+  "abi_version": "0.11",
   "meta": {
     "model": "m"
   },
@@ -252,7 +252,7 @@ TEST(JsonWrite, LayoutIsPythonIndent2InToDictOrder) {
 
 TEST(JsonWrite, EmptyProgram) {
   EXPECT_EQ(program_to_json(Program{}),
-            "{\n  \"ir_version\": \"0.10.0\",\n  \"abi_version\": \"0.10\",\n  \"meta\": {},\n"
+            "{\n  \"ir_version\": \"0.10.0\",\n  \"abi_version\": \"0.11\",\n  \"meta\": {},\n"
             "  \"target\": null,\n  \"buffers\": [],\n  \"counters\": [],\n  \"tasks\": [],\n"
             "  \"pages\": null,\n  \"config\": null\n}");
 }
@@ -901,9 +901,9 @@ TEST(JsonVersions, OlderAndEqualVersionsLoadQuietly) {
     EXPECT_TRUE(r.warnings.empty()) << v << ": " << join(r.warnings);
     EXPECT_EQ(r.program->ir_version, v);
   }
-  const LoadResult abi = program_from_json(R"({"abi_version": "0.11"})");
+  const LoadResult abi = program_from_json(R"({"abi_version": "0.12"})");
   ASSERT_TRUE(abi);
-  EXPECT_TRUE(has_warning(abi, "newer than this build's 0.10")) << join(abi.warnings);
+  EXPECT_TRUE(has_warning(abi, "newer than this build's 0.11")) << join(abi.warnings);
   const LoadResult odd = program_from_json(R"({"ir_version": "0.x"})");
   ASSERT_TRUE(odd);
   EXPECT_TRUE(has_warning(odd, "cannot compare")) << join(odd.warnings);

@@ -2,11 +2,13 @@
 // expectations computed here from the IR itself (never from marshal's own helpers).
 #include "vm/cuda/marshal.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <set>
@@ -14,6 +16,7 @@
 
 #include "amk/lowering.h"
 #include "amk/model_config.h"
+#include "amk/op_traits.h"
 #include "vm/cuda/ops/gemv_strips.h"
 
 namespace {
@@ -58,6 +61,23 @@ const Buffer& buffer_by_id(const Program& p, int64_t id) {
 std::string marshal_error(const Program& p, const MarshalLimits& limits = h100_limits()) {
   try {
     (void)cuda::marshal(p, limits);
+  } catch (const MarshalError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Stand-in device pointers: distinct per buffer and 4 KiB aligned.
+std::vector<amk_buffer_t> stand_in_table(const MarshalledProgram& m) {
+  std::vector<amk_buffer_t> table = m.buffers;
+  for (size_t i = 0; i < table.size(); ++i)
+    table[i].ptr = reinterpret_cast<void*>(uintptr_t(0x1000) * (i + 1));
+  return table;
+}
+
+std::string records_error(const MarshalledProgram& m, const std::vector<amk_buffer_t>& table) {
+  try {
+    (void)cuda::task_records(m, table);
   } catch (const MarshalError& e) {
     return e.what();
   }
@@ -395,9 +415,7 @@ TEST(Marshal, ASharedMemoryBudgetTooSmallForTwoStagesIsRefused) {
 TEST(Marshal, TaskRecordsPackEachQueueEntry) {
   const Program p = tiny_llama();
   const MarshalledProgram m = cuda::marshal(p, h100_limits());
-  std::vector<amk_buffer_t> table = m.buffers;
-  for (size_t i = 0; i < table.size(); ++i)  // stand-in device pointers, distinct per buffer
-    table[i].ptr = reinterpret_cast<void*>(uintptr_t(0x1000) * (i + 1));
+  std::vector<amk_buffer_t> table = stand_in_table(m);
   const std::vector<amk_task_record_t> r = cuda::task_records(m, table);
   ASSERT_EQ(r.size(), m.sm_queue.size());
   for (size_t q = 0; q < r.size(); ++q) {
@@ -416,6 +434,103 @@ TEST(Marshal, TaskRecordsPackEachQueueEntry) {
   }
   table.pop_back();
   EXPECT_THROW(cuda::task_records(m, table), cuda::MarshalError);
+}
+
+// The ring bit of a GEMV tile's record, from the IR: one activation row, weight rows of whole
+// 16-byte vectors that fit a ring stage, a 16-byte aligned weight (the device streams exactly
+// those through the ring, and reads every other tile from global memory). Other ops: no bits.
+TEST(Marshal, TaskRecordsSayWhichGemvTilesTheRingStreams) {
+  for (const DType weights : {DType::F32, DType::BF16}) {
+    ScheduleConfig config;
+    const ModelConfig mc = load_model_config(kFixtures / "tiny-llama" / "config.json");
+    const Program p = lower(mc, config, *find_target("h100"), 64, weights);
+    MarshalledProgram m = cuda::marshal(p, h100_limits());
+    std::vector<amk_buffer_t> table = stand_in_table(m);
+    const std::vector<amk_task_record_t> r = cuda::task_records(m, table);
+    int ring = 0, gemv = 0;
+    for (const amk_task_record_t& rec : r) {
+      const Task& t = p.tasks.at(size_t(rec.index));
+      if (!is_gemv_family(t.op)) {
+        EXPECT_EQ(rec.flags, 0) << t.label;
+        continue;
+      }
+      ++gemv;
+      const int64_t K = t.params.get_int("K", 0);
+      const Buffer& W = buffer_by_id(p, t.inputs.at(gemv_weight_input(t.op)));
+      const int64_t row_bytes = K * (W.dtype == DType::BF16 ? 2 : 4);
+      const bool one_row =
+          buffer_by_id(p, t.inputs[0]).numel() == K || t.op == Op::COMBINE_GEMV_ADD_TILE;
+      const bool expected = one_row && row_bytes % 16 == 0 && row_bytes <= m.layout.chunk_bytes;
+      EXPECT_EQ(rec.flags, expected ? AMK_RECORD_RING_TILE : 0) << t.label;
+      ring += expected;
+    }
+    EXPECT_GT(gemv, 0);
+    EXPECT_GT(ring, 0) << "no tile of the fixture streams through the ring";
+
+    // A weight 8 bytes off a 16-byte boundary leaves its tiles to global memory, and a layout
+    // without a ring streams nothing.
+    const amk_task_record_t& first = *std::find_if(r.begin(), r.end(), [](const amk_task_record_t& x) {
+      return x.flags != 0;
+    });
+    const int32_t w = first.inst.inputs[gemv_weight_input(Op(first.inst.op))];
+    table[size_t(w)].ptr = static_cast<char*>(table[size_t(w)].ptr) + 8;
+    for (const amk_task_record_t& rec : cuda::task_records(m, table))
+      if (rec.inst.n_inputs > 0 && is_gemv_family(Op(rec.inst.op)) &&
+          rec.inst.inputs[gemv_weight_input(Op(rec.inst.op))] == w)
+        EXPECT_EQ(rec.flags, 0);
+    m.layout.ring_stages = 0;
+    for (const amk_task_record_t& rec : cuda::task_records(m, stand_in_table(m)))
+      EXPECT_EQ(rec.flags, 0);
+  }
+}
+
+// The GEMV tiles' operand checks happen when the records are built (the device trusts them):
+// an inconsistent tile is refused with its instruction, its op and what is wrong.
+TEST(Marshal, TaskRecordsRefuseInconsistentGemvOperands) {
+  const ModelConfig mc = load_model_config(kFixtures / "tiny-llama" / "config.json");
+  const GpuTarget& h100 = *find_target("h100");
+  // The plain lowering's GEMV_TILE and the derived default's fused norm (RMSNORM_GEMV_TILE).
+  for (const bool fused : {false, true}) {
+    const ScheduleConfig config = fused ? default_schedule_config(mc, h100, 64) : ScheduleConfig{};
+    const Program p = lower(mc, config, h100, 64);
+    const MarshalledProgram base = cuda::marshal(p, h100_limits());
+    const Op op = fused ? Op::RMSNORM_GEMV_TILE : Op::GEMV_TILE;
+    size_t i = base.instructions.size();
+    for (size_t k = 0; k < base.instructions.size() && i == base.instructions.size(); ++k)
+      if (Op(base.instructions[k].op) == op) i = k;
+    ASSERT_LT(i, base.instructions.size()) << "no " << name_of(op) << " in the fixture's program";
+    const std::string who = fmt::format("instruction {} ({}): ", i, name_of(op));
+    EXPECT_EQ(records_error(base, stand_in_table(base)), "");
+    const int32_t K = base.instructions[i].params.K;
+    const int32_t w = base.instructions[i].inputs[gemv_weight_input(op)];
+    struct Case {
+      std::function<void(MarshalledProgram&, std::vector<amk_buffer_t>&)> break_it;
+      std::string what;
+    };
+    std::vector<Case> cases = {
+        {[&](MarshalledProgram& m, auto&) { m.instructions[i].params.K = K + 4; },
+         fmt::format("does not end in K {}", K + 4)},
+        {[&](MarshalledProgram& m, auto&) { m.instructions[i].params.N_tile = 0; }, "N_tile 0"},
+        {[&](MarshalledProgram& m, auto&) { m.instructions[i].params.n_off = 1 << 20; },
+         "rows [1048576,"},
+        {[&](MarshalledProgram& m, auto&) { m.instructions[i].params.qdtype = 9; }, "qdtype 9"},
+        {[&](MarshalledProgram&, auto& table) { table[size_t(w)].dtype = AMK_DTYPE_I32; },
+         "dtype 5 has no device code"},
+        {[&](MarshalledProgram& m, auto&) { m.layout.scratch_bytes = 64; }, "bytes of op scratch"},
+    };
+    if (fused)
+      cases.push_back({[&](MarshalledProgram& m, auto&) { m.instructions[i].params.hidden = K + 1; },
+                       fmt::format("hidden {}", K + 1)});
+    for (const Case& c : cases) {
+      MarshalledProgram m = base;
+      std::vector<amk_buffer_t> table = stand_in_table(m);
+      c.break_it(m, table);
+      // Records are built in queue order: the first refusal may be another tile's (scratch).
+      const std::string e = records_error(m, table);
+      EXPECT_NE(e.find(c.what), std::string::npos) << "expected '" << c.what << "' in: " << e;
+      if (c.what != "bytes of op scratch") EXPECT_NE(e.find(who), std::string::npos) << e;
+    }
+  }
 }
 
 TEST(Marshal, BadThreadCountsAreRefused) {

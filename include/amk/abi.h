@@ -1,8 +1,9 @@
-/* AMK on-device ABI (IR_SPEC §8), version 0.7 (0.2 + the on-device decode fields of
+/* AMK on-device ABI (IR_SPEC §8), version 0.11 (0.2 + the on-device decode fields of
  * amk_program_t in 0.3, + the task records in 0.4, + opcodes 23-24 and the attention flag bits
  * 3-4 in 0.5, + five profile stamps per task in 0.6, + ATTENTION_COMBINE's partial output
- * (flags bit 1) in 0.7, + the gated-unit GEMV tiles (opcodes 25-26) in 0.8; docs/CUDA_VM.md,
- * docs/IR.md).
+ * (flags bit 1) in 0.7, + the gated-unit GEMV tiles (opcodes 25-26) in 0.8, + opcode 27 and the
+ * partial stacks in 0.9, + opcode 28 and a second output in 0.10, + the task record's flags in
+ * 0.11; docs/CUDA_VM.md, docs/IR.md).
  *
  * The ONE header shared by host and device code. Plain C so nvcc, gcc and clang agree on every
  * byte: fixed-width fields, no pointers-to-member, no C++ types. The IR (include/amk/ir.h) mirrors
@@ -17,7 +18,7 @@
 #include <stdint.h>
 
 #define AMK_ABI_VERSION_MAJOR 0
-#define AMK_ABI_VERSION_MINOR 10
+#define AMK_ABI_VERSION_MINOR 11
 #define AMK_PROFILE_STAMPS 5 /* per instruction in amk_program_t.profile */
 
 #define AMK_MAX_INPUTS 8
@@ -147,13 +148,18 @@ typedef struct amk_instruction_t {
  * descriptors, packed. The copy covers the first n_vectors 16-byte vectors (header and the
  * used descriptors); next_vectors is the n_vectors of the record that runs next on this CTA
  * (the next queue entry, or the queue's first for the next step), so the prefetch knows how
- * much to copy before that record has arrived. */
+ * much to copy before that record has arrived.
+ * v0.11: flags. The loader checks a GEMV-family task's operands when it builds the record
+ * (docs/CUDA_VM.md "Checked by the loader") and the device trusts them; AMK_RECORD_RING_TILE
+ * says the tile's rows stream through the weight ring (the producer and the consumers read the
+ * same bit, so they agree without exchanging anything). */
+#define AMK_RECORD_RING_TILE 1
 typedef struct amk_task_record_t {
   amk_instruction_t inst;
   int32_t index;        /* into instructions: the profile slot, the sink test */
   int32_t n_vectors;    /* 16-byte vectors of this record in use */
   int32_t next_vectors; /* n_vectors of the next record this CTA runs */
-  int32_t pad;
+  int32_t flags;        /* AMK_RECORD_* bits (v0.11) */
   amk_buffer_t desc[AMK_MAX_INPUTS + AMK_MAX_OUTPUTS];
 } amk_task_record_t;
 

@@ -19,7 +19,7 @@
 namespace amk {
 
 inline constexpr std::string_view kIrVersion = "0.10.0";
-inline constexpr std::string_view kAbiVersion = "0.10";
+inline constexpr std::string_view kAbiVersion = "0.11";
 
 inline constexpr int kMaxInputs = 8;
 inline constexpr int kMaxOutputs = 4;

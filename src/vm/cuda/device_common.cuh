@@ -40,6 +40,7 @@ struct OpContext {
   int* op_failed;       // shared: set by op_fail, voted on at the task's end barrier
   uint64_t* stamp;      // profiling (thread 0, the launch's last step): the task's
                         // AMK_PROFILE_STAMPS slots; null otherwise
+  int32_t record_flags;  // the task record's AMK_RECORD_* bits (abi.h)
 };
 
 __device__ __forceinline__ uint64_t global_ns() {

@@ -12,6 +12,7 @@
 
 #include "amk/op_flags.h"
 #include "amk/op_traits.h"
+#include "vm/cuda/gemv_tile_check.h"
 #include "vm/cuda/ops/gemv_strips.h"
 #include "vm/cuda/ops/scratch.h"
 
@@ -396,6 +397,13 @@ std::vector<amk_task_record_t> task_records(const MarshalledProgram& m,
       r.desc[i] = table.at(size_t(id));
     }
     r.n_vectors = kHeaderVectors + n * kDescVectors;
+    if (is_gemv_family(Op(r.inst.op))) {
+      const GemvTileCheck c = check_gemv_tile(r, m.layout);
+      if (!c.error.empty())
+        throw MarshalError(fmt::format("instruction {} ({}): {}", r.index,
+                                       name_of(Op(r.inst.op)), c.error));
+      if (c.ring) r.flags |= AMK_RECORD_RING_TILE;
+    }
   }
   // Each CTA runs its queue in order, then (next step) from its start again.
   for (size_t s = 0; s + 1 < m.sm_queue_offset.size(); ++s) {

@@ -58,7 +58,9 @@ struct MarshalLimits {
 MarshalledProgram marshal(const Program& program, const MarshalLimits& limits);
 
 // The task records (abi.h amk_task_record_t), in sm_queue order, of a marshalled program whose
-// buffer table `table` (parallel to m.buffers) holds the device pointers.
+// buffer table `table` (parallel to m.buffers) holds the device pointers. A GEMV-family task's
+// operands are checked here (gemv_tile_check.h; MarshalError names the instruction and what is
+// wrong) and its record says whether its rows stream through the weight ring.
 std::vector<amk_task_record_t> task_records(const MarshalledProgram& m,
                                             const std::vector<amk_buffer_t>& table);
 

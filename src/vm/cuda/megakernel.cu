@@ -155,7 +155,7 @@ __device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_tas
       // ends the launch), so after the step's first task its position is visible.
       const bool pos_visible = s == 0 || q > queue_begin;
       OpContext c{&prog, &inst, rec->desc, scratch, scratch_bytes, tid, n_threads, -1, pos_visible,
-                  ring, q - queue_begin, epoch, op_failed, stamp};
+                  ring, q - queue_begin, epoch, op_failed, stamp, rec->flags};
       // The GEMV family and the attention tiles check their operands (and plan their strips, or
       // take RoPE's frequencies) BEFORE passing the gate, so that work overlaps the wait instead
       // of following it on the layer's dependency chain. They read nothing another task writes

@@ -170,45 +170,25 @@ struct RingTile {
   int rows_per_chunk = 0;  // floor(chunk_bytes / row_bytes)
 };
 
-// Eligible: F32/BF16 [N, K] weights with in-range tile params (so the producer never copies
-// out of bounds, whatever the consumers later decide), 16-byte aligned base and row length
-// (then every chunk's address and size are multiples of 16), a row that fits one stage (and
-// has fewer than 2^15 vectors), and a single activation row (a multi-row x is looped row by row
-// over global weights, gemv.cuh). A GLU tile's up weight must match its gate weight.
-// `desc(i)` is input i's descriptor: the producer reads the task record in global memory, the
-// consumers their shared-memory copy of it, so both decide from identical bytes.
+// Whether the tile streams through the ring is the loader's answer (AMK_RECORD_RING_TILE in
+// `record_flags`, gemv_tile_check.cpp: one activation row, whole 16-byte rows that fit a stage,
+// aligned weights, checked operands); the producer reads it from the task record in global
+// memory, the consumers from their shared-memory copy, so both decide from identical bytes.
+// `desc(i)` is input i's descriptor.
 template <typename InputDesc>
-__device__ __forceinline__ RingTile ring_tile(const amk_instruction_t& inst, const WeightRing& ring,
-                                              InputDesc desc) {
+__device__ __forceinline__ RingTile ring_tile(const amk_instruction_t& inst, int32_t record_flags,
+                                              const WeightRing& ring, InputDesc desc) {
   RingTile t;
-  if (ring.n_stages < 1 || ring.chunk_bytes < 16) return t;
-  const int wi = gemv_weight_input(inst.op);
-  const bool glu = is_glu_gemv(inst.op);
-  if (inst.n_inputs <= wi + (glu ? 1 : 0) || inst.n_outputs < 1) return t;
+  if ((record_flags & AMK_RECORD_RING_TILE) == 0 || ring.n_stages < 1) return t;
   const amk_params_t& p = inst.params;
-  if (p.K < 1 || p.N_tile < 1 || p.n_off < 0) return t;
-  const amk_buffer_t& W = desc(wi);
-  if (W.rank != 2 || W.shape[1] != p.K || int64_t(p.n_off) + p.N_tile > W.shape[0]) return t;
-  if (W.dtype != AMK_DTYPE_BF16 && W.dtype != AMK_DTYPE_F32) return t;
-  const int64_t row_bytes = int64_t(p.K) * (W.dtype == AMK_DTYPE_BF16 ? 2 : 4);
-  // The consumers' strip plan indexes a row's 16-byte vectors in 16 bits (ops/gemv.cuh
-  // StripPlan): longer rows (512 KiB and up) take the global-memory path.
-  if (row_bytes % 16 != 0 || row_bytes > ring.chunk_bytes || row_bytes / 16 >= (1 << 15)) return t;
-  if (reinterpret_cast<uintptr_t>(W.ptr) % 16 != 0) return t;
-  // Exactly one activation row (COMBINE_GEMV_ADD_TILE merges its stack of partials into one).
-  if (desc(0).numel != p.K && inst.op != AMK_OP_COMBINE_GEMV_ADD_TILE) return t;
-  if (glu) {
-    const amk_buffer_t& U = desc(wi + 1);
-    if (U.rank != 2 || U.shape[0] != W.shape[0] || U.shape[1] != W.shape[1] ||
-        U.dtype != W.dtype || reinterpret_cast<uintptr_t>(U.ptr) % 16 != 0)
-      return t;
-  }
+  const amk_buffer_t& W = desc(gemv_weight_input(inst.op));
+  const uint32_t row_bytes = uint32_t(p.K) * (W.dtype == AMK_DTYPE_BF16 ? 2u : 4u);
   t.eligible = true;
-  t.row_bytes = uint32_t(row_bytes);
+  t.row_bytes = row_bytes;
   t.src = static_cast<const uint8_t*>(W.ptr) + int64_t(p.n_off) * row_bytes;
   t.split = p.N_tile;
-  t.rows = glu ? 2 * p.N_tile : p.N_tile;
-  t.rows_per_chunk = int(ring.chunk_bytes / row_bytes);
+  t.rows = is_glu_gemv(inst.op) ? 2 * p.N_tile : p.N_tile;
+  t.rows_per_chunk = int(uint32_t(ring.chunk_bytes) / row_bytes);
   return t;
 }
 
@@ -287,7 +267,7 @@ __device__ __forceinline__ void ring_producer(const amk_program_t& prog, WeightR
       if (!is_gemv_family(inst.op)) continue;
       const int64_t task = gemv_task++;
       const RingTile t =
-          ring_tile(inst, ring, [&](int i) -> const amk_buffer_t& { return rec.desc[i]; });
+          ring_tile(inst, rec.flags, ring, [&](int i) -> const amk_buffer_t& { return rec.desc[i]; });
       if (!t.eligible) continue;
       // Pipelining depth d (M_tile): start task j once the consumers have started task j - d.
       const int64_t depth = inst.params.M_tile > 0 ? inst.params.M_tile : 0;

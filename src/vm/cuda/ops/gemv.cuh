@@ -36,19 +36,7 @@ namespace amk::cuda {
 
 namespace gemv_detail {
 
-// op_fail codes (the host reports 0x100 + code).
-enum GemvError : int {
-  kBadParams = 20,       // K, N_tile or n_off out of range, or a quantized qdtype
-  kBadX = 21,            // x's last dimension is not K
-  kBadWeight = 22,       // W not [N, K] F32/BF16, or the tile leaves it
-  kBadBias = 23,         // bias numel != N
-  kBadOutput = 24,       // output too narrow, or a different row count than x
-  kBadFusedOperand = 25, // norm weight / up / residual of the wrong size, hidden != K
-  kScratchTooSmall = 26, // the layout's scratch cannot hold x
-  kBadPartials = 27,     // COMBINE_GEMV_ADD_TILE: K != n_heads x head_dim, or not a stack
-};
-
-constexpr int kReduceFloats = 32;  // block_sum's space at the head of scratch
+constexpr int kReduceFloats = kGemvReduceFloats;  // block_sum's space at the head of scratch
 
 struct Gemv {
   const amk_buffer_t* x;       // input 0 (gate for SILU_MUL_GEMV_TILE)
@@ -118,8 +106,10 @@ __device__ __forceinline__ int64_t last_dim(const amk_buffer_t& b) {
   return b.rank >= 1 ? b.shape[b.rank - 1] : b.numel;
 }
 
-// Gathers the operands and checks them as the reference does. 0 or an error code.
-__device__ __forceinline__ int resolve(const OpContext& c, Gemv& g) {
+// Gathers the operands. The loader checked them when it built the task record
+// (gemv_tile_check.cpp, the reference's conditions): none of it is checked again here, where it
+// would be a chain of dependent shared-memory loads and branches in front of every task's gate.
+__device__ __forceinline__ void resolve(const OpContext& c, Gemv& g) {
   const amk_instruction_t& inst = *c.inst;
   const amk_params_t& p = inst.params;
   const int op = inst.op;
@@ -131,11 +121,6 @@ __device__ __forceinline__ int resolve(const OpContext& c, Gemv& g) {
   // A GLU tile's biases come in pairs after its two weights.
   g.glu = is_glu_gemv(op);
   const int bias_index = wi + (adds || g.glu ? 2 : 1);
-  if (p.qdtype < 0 || p.qdtype > AMK_DTYPE_F8E5M2) return kBadParams;  // quantized: no device code
-  if (p.K < 1 || p.N_tile < 1 || p.n_off < 0) return kBadParams;
-  if (inst.n_inputs <= wi || inst.n_outputs < 1) return kBadParams;
-  if (adds && inst.n_inputs < wi + 2) return kBadFusedOperand;
-  if (g.glu && inst.n_inputs != wi + 2 && inst.n_inputs != wi + 4) return kBadFusedOperand;
   g.K = p.K;
   g.N_tile = p.N_tile;
   g.n_off = p.n_off;
@@ -146,44 +131,11 @@ __device__ __forceinline__ int resolve(const OpContext& c, Gemv& g) {
   g.bias = inst.n_inputs > bias_index ? &in_buf(c, bias_index) : nullptr;
   g.residual = adds ? &in_buf(c, wi + 1) : nullptr;
   g.out = &out_buf(c, 0);
-
-  if (combine) {
-    // x is one row merged from a stack of S partials [S * n_heads, head_dim + 2].
-    const int64_t slab = int64_t(p.n_heads) * (p.head_dim + 2);
-    if (p.head_dim < 4 || p.head_dim % 4 != 0 || p.n_heads < 1 ||
-        int64_t(p.n_heads) * p.head_dim != g.K || g.x->dtype != AMK_DTYPE_F32 ||
-        g.x->numel < slab || g.x->numel % slab != 0 ||
-        reinterpret_cast<uintptr_t>(g.x->ptr) % 8 != 0)
-      return kBadPartials;
-    g.rows = 1;
-  } else {
-    if (last_dim(*g.x) != g.K) return kBadX;
-    // One activation row (decode) without a 64-bit division: these checks run on every task.
-    g.rows = g.x->numel == g.K ? 1 : g.x->numel / g.K;
-  }
-  const amk_buffer_t& W = *g.W;
-  if (W.rank != 2 || W.shape[1] != g.K || int64_t(g.n_off) + g.N_tile > W.shape[0])
-    return kBadWeight;
-  if (W.dtype != AMK_DTYPE_BF16 && W.dtype != AMK_DTYPE_F32) return kBadWeight;
-  g.w_bf16 = W.dtype == AMK_DTYPE_BF16;
-  if (g.bias && g.bias->numel != W.shape[0]) return kBadBias;
-  if (g.glu) {
-    const amk_buffer_t& U = up_weight(c);
-    if (U.rank != 2 || U.shape[0] != W.shape[0] || U.shape[1] != W.shape[1] || U.dtype != W.dtype)
-      return kBadFusedOperand;
-    if (g.bias && up_bias(c, g)->numel != W.shape[0]) return kBadBias;
-  }
+  // One activation row (decode) without a 64-bit division; COMBINE_GEMV_ADD_TILE merges its
+  // stack of partials into one.
+  g.rows = combine || g.x->numel == g.K ? 1 : g.x->numel / g.K;
+  g.w_bf16 = g.W->dtype == AMK_DTYPE_BF16;
   g.out_cols = last_dim(*g.out);
-  if (g.out_cols < int64_t(g.n_off) + g.N_tile || g.out->numel != g.rows * g.out_cols)
-    return kBadOutput;
-  if (has_norm_prologue(op) &&
-      (p.hidden != g.K || g.aux->numel != g.K || !(p.eps >= 0.0f)))
-    return kBadFusedOperand;
-  if (silu && g.aux->numel != g.x->numel) return kBadFusedOperand;
-  if (g.residual && g.residual->numel != g.out->numel) return kBadFusedOperand;
-  // x, the reductions and one partial per output row (gemv_from_ring may use more if present).
-  if ((int64_t(g.K) + kReduceFloats + g.body_rows()) * 4 > c.scratch_bytes) return kScratchTooSmall;
-  return 0;
 }
 
 // 4 consecutive elements [4 v, 4 v + 4) of a float buffer (F32: one 16-byte load, BF16: one
@@ -838,25 +790,17 @@ template <typename Gate>
 __device__ inline void op_gemv(const OpContext& c, Gate&& pass_gate) {
   using namespace gemv_detail;
   Gemv g;
-  if (const int err = resolve(c, g)) {
-    op_fail(c, err);
-    return;
-  }
+  resolve(c, g);
   // Scratch: [red: 32 floats][x: K floats][row partials: one per body row, or one per body row
   // and strip]
   float* red = c.scratch;
   float* xs = c.scratch + kReduceFloats;
   float* part = xs + g.K;
-  const RingTile t =
-      ring_tile(*c.inst, *c.ring, [&](int i) -> const amk_buffer_t& { return in_buf(c, i); });
+  const RingTile t = ring_tile(*c.inst, c.record_flags, *c.ring,
+                               [&](int i) -> const amk_buffer_t& { return in_buf(c, i); });
   const XLayout layout = x_layout(g);
   if (t.eligible) {  // one activation row; the producer is streaming this tile's rows
-    // S partials per row (the strips of gemv_from_ring): the loader reserves them.
-    const int64_t strips = gemv_strips_per_row(t.row_bytes);
-    if ((int64_t(g.K) + kReduceFloats + int64_t(t.rows) * strips) * 4 > c.scratch_bytes) {
-      op_fail(c, kScratchTooSmall);
-      return;
-    }
+    // S partials per row (the strips of gemv_from_ring): the loader checked that they fit.
     const StripPlan sp = strip_plan(c, t, g.w_bf16);
     WeightRing& ring = *c.ring;
     // Every thread reads the cursor before finish_rows' barrier; thread 0 stores the advanced

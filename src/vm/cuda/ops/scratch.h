@@ -27,6 +27,10 @@ inline constexpr int kOpMaxHeadDim = 256;
 // block_sum's 32 floats; SAMPLE_ARGMAX's 32 floats + 32 int32.
 inline constexpr int kReductionScratchBytes = 32 * 4 + 32 * 4;
 
+// A GEMV tile's scratch: these reduction floats, then x (K floats), then its row partials
+// (ops/gemv.cuh; the loader checks that they fit, gemv_tile_check.cpp).
+inline constexpr int kGemvReduceFloats = 32;
+
 // SAMPLE_ARGMAX sampling (flags bit 1, ops/sampling.cuh): 8 uint64 sums per warp.
 inline constexpr int kSampleScratchBytes = 32 * 8 * 8;
 
