@@ -200,10 +200,15 @@ TEST(StepTrace, GateIsOpBeginMinusTheMomentTheLastWaitWasMet) {
   EXPECT_TRUE(std::isnan(row.at("q_proj")->met_to_begin_us));
   EXPECT_EQ(t.total.late_tasks, 1);
   EXPECT_NEAR(t.total.met_to_begin_us, 0.4, 1e-12);
+  // What h2 paid from reaching its gate (3500) to passing it (4000), its inputs ready since 3000.
+  EXPECT_NEAR(row.at("attention")->late_to_begin_us, 0.5, 1e-12);
+  EXPECT_TRUE(std::isnan(row.at("q_proj")->late_to_begin_us));
+  EXPECT_NEAR(t.total.late_to_begin_us, 0.5, 1e-12);
   const std::string text = eval::format_layer_table(t);
   EXPECT_NE(text.find("gate µs"), std::string::npos) << text;
   EXPECT_NE(text.find("0.35"), std::string::npos) << text;
   EXPECT_NE(text.find("met→op µs"), std::string::npos) << text;
+  EXPECT_NE(text.find("late→op µs"), std::string::npos) << text;
 }
 
 // A lowered tiny Llama (2 layers, split-KV attention by head group, 4 GEMV tiles per projection)

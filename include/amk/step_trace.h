@@ -75,6 +75,12 @@ struct LevelRow {
   // began just before, with work of its own before its gate, shows in gate_us instead: qwen3-0.6b's
   // attention behind its SMs' q_proj tiles, 3.58 µs with 2 of 64 late, thirtieth session.)
   int64_t late_tasks = 0;
+  // What a late task paid once it reached its gate: the median, over the late tasks, of op
+  // begin minus wait begin (its work before the gate and the gate's own poll, its inputs long
+  // ready). On the layer's chain wherever the level ends with late tasks: 2.1 µs on the GEMV
+  // tiles until the loader took over their operand checks, 1.06 µs after (H200, thirty-fifth
+  // session). NaN when no task was late.
+  double late_to_begin_us = 0;
   // The median, over every task of the level whose waits were met (late ones included), of op
   // begin minus that moment: how long the level's tasks took to start once they could. NaN
   // when none of them waited.

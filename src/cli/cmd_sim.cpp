@@ -223,6 +223,7 @@ int run_sim(const SimCommandOptions& opt) {
                           {"floor_us", row.floor_us}, {"span_us", row.span_us},
                           {"from_prev_us", row.from_prev_us}, {"exposed_us", row.exposed_us},
                           {"gate_us", row.gate_us}, {"late_tasks", row.late_tasks},
+                          {"late_to_begin_us", row.late_to_begin_us},
                           {"met_to_begin_us", row.met_to_begin_us}});
       j["layer"] = table.layer;
       j["levels"] = levels;
@@ -233,6 +234,7 @@ int run_sim(const SimCommandOptions& opt) {
           mlevels.push_back({{"stage", row.stage}, {"tasks", row.tasks}, {"span_us", row.span_us},
                              {"from_prev_us", row.from_prev_us}, {"gate_us", row.gate_us},
                              {"late_tasks", row.late_tasks},
+                             {"late_to_begin_us", row.late_to_begin_us},
                              {"met_to_begin_us", row.met_to_begin_us}});
         j["measured_levels"] = mlevels;
         j["measured_layer_span_us"] = measured->total.span_us;

@@ -211,13 +211,30 @@ double median_of(std::vector<double> v) {
   return (*std::max_element(v.begin(), v.begin() + std::ptrdiff_t(mid)) + hi) / 2;
 }
 
-// A row's gate columns from its tasks' samples: `gates` of the tasks already waiting when their
-// last wait was met, `starts` of every task whose waits were met; the late ones are the rest.
-void set_gate_columns(LevelRow& r, const std::vector<double>& gates,
-                      const std::vector<double>& starts) {
-  r.gate_us = median_of(gates);
-  r.met_to_begin_us = median_of(starts);
-  r.late_tasks = int64_t(starts.size() - gates.size());
+// A level's gate samples (LevelRow's gate columns).
+struct GateSamples {
+  std::vector<double> gates;   // gate_us: the tasks already waiting when their last wait was met
+  std::vector<double> starts;  // met_to_begin_us: every task whose waits were met
+  std::vector<double> lates;   // late_to_begin_us: the rest, op begin - wait begin
+  void add(const TaskStamps& s, uint64_t ready) {
+    starts.push_back(us_since(s.op_begin, ready));
+    if (s.wait_begin < ready)
+      gates.push_back(starts.back());
+    else
+      lates.push_back(us_since(s.op_begin, s.wait_begin));
+  }
+  void append(const GateSamples& o) {
+    gates.insert(gates.end(), o.gates.begin(), o.gates.end());
+    starts.insert(starts.end(), o.starts.begin(), o.starts.end());
+    lates.insert(lates.end(), o.lates.begin(), o.lates.end());
+  }
+};
+
+void set_gate_columns(LevelRow& r, const GateSamples& g) {
+  r.gate_us = median_of(g.gates);
+  r.met_to_begin_us = median_of(g.starts);
+  r.late_tasks = int64_t(g.lates.size());
+  r.late_to_begin_us = median_of(g.lates);
 }
 
 }  // namespace
@@ -242,8 +259,7 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     size_t first = SIZE_MAX;
     uint64_t begin = UINT64_MAX, end = 0;
     int64_t depth = INT64_MAX;  // the shallowest of its tasks
-    std::vector<double> gates;  // LevelRow::gate_us's samples
-    std::vector<double> starts;  // LevelRow::met_to_begin_us's samples
+    GateSamples gate;
   };
   const GateMoments met = gate_moments(program, stamps);
   std::map<std::string, Level> levels;
@@ -269,10 +285,7 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     level.begin = std::min(level.begin, s.op_begin);
     level.end = std::max(level.end, s.op_end);
     level.depth = std::min(level.depth, depth[i]);
-    if (const std::optional<uint64_t> ready = met.ready(task)) {
-      level.starts.push_back(us_since(s.op_begin, *ready));
-      if (s.wait_begin < *ready) level.gates.push_back(level.starts.back());
-    }
+    if (const std::optional<uint64_t> ready = met.ready(task)) level.gate.add(s, *ready);
   }
   if (table.step_tasks > 0) table.step_span_us = us_since(step_end, step_begin);
   table.step_floor_us = floor_of(table.step_bytes, ceiling_gbs);
@@ -296,7 +309,7 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     LevelRow& r = level.row;
     const uint64_t prev_end = k > 0 ? ordered[k - 1].end : before_end.value_or(level.begin);
     finish_row(r, origin, level.begin, level.end, prev_end, ceiling_gbs);
-    set_gate_columns(r, level.gates, level.starts);
+    set_gate_columns(r, level.gate);
     total.tasks += r.tasks;
     total.bytes += r.bytes;
     total_begin = std::min(total_begin, level.begin);
@@ -317,23 +330,19 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     same->row.bytes += level.row.bytes;
     same->begin = std::min(same->begin, level.begin);
     same->end = std::max(same->end, level.end);
-    same->gates.insert(same->gates.end(), level.gates.begin(), level.gates.end());
-    same->starts.insert(same->starts.end(), level.starts.begin(), level.starts.end());
+    same->gate.append(level.gate);
   }
   for (size_t k = 0; k < merged.size(); ++k) {
     LevelRow& r = merged[k].row;
     const uint64_t prev_end = k > 0 ? merged[k - 1].end : before_end.value_or(merged[k].begin);
     finish_row(r, origin, merged[k].begin, merged[k].end, prev_end, ceiling_gbs);
-    set_gate_columns(r, merged[k].gates, merged[k].starts);
+    set_gate_columns(r, merged[k].gate);
     table.dependency_levels.push_back(r);
   }
   finish_row(total, origin, total_begin, total_end, before_end.value_or(total_begin), ceiling_gbs);
-  std::vector<double> all_gates, all_starts;
-  for (const Level& level : ordered) {
-    all_gates.insert(all_gates.end(), level.gates.begin(), level.gates.end());
-    all_starts.insert(all_starts.end(), level.starts.begin(), level.starts.end());
-  }
-  set_gate_columns(total, all_gates, all_starts);
+  GateSamples all;
+  for (const Level& level : ordered) all.append(level.gate);
+  set_gate_columns(total, all);
   return table;
 }
 
@@ -378,18 +387,20 @@ std::string format_layer_table(const LayerTable& t) {
       "layer {}, one level per stage in start order: span = first op begin -> last op end;\n"
       "from prev = its end - the previous level's end; floor = est_bytes / {} GB/s; exposed = "
       "span - floor;\ngate = median op begin - the moment its last wait was met, over the tasks "
-      "already waiting then;\nlate = tasks whose SM began them only after that moment; met→op = "
-      "the same median over every task, late ones included\n",
+      "already waiting then;\nlate = tasks whose SM began them only after that moment; late→op = "
+      "their median op begin - wait begin;\nmet→op = the gate's median over every task, late "
+      "ones included\n",
       t.layer, num(t.ceiling_gbs, 0));
   const std::vector<std::string> header{"level",     "tasks",      "KB",      "floor µs",
                                         "span µs",   "from prev µs", "GB/s",  "% ceiling",
-                                        "exposed µs", "gate µs", "late",   "met→op µs"};
+                                        "exposed µs", "gate µs", "late",   "late→op µs", "met→op µs"};
   const auto cells = [](const LevelRow& r) {
     return std::vector<std::string>{
         r.stage,           std::to_string(r.tasks),   num(double(r.bytes) / 1e3, 1),
         num(r.floor_us, 2), num(r.span_us, 2),        num(r.from_prev_us, 2),
         num(r.gbs, 0),     num(r.pct_of_ceiling, 1), num(r.exposed_us, 2),
-        num(r.gate_us, 2), std::to_string(r.late_tasks), num(r.met_to_begin_us, 2)};
+        num(r.gate_us, 2), std::to_string(r.late_tasks), num(r.late_to_begin_us, 2),
+        num(r.met_to_begin_us, 2)};
   };
   if (t.levels.empty()) {
     out += "(no task of this layer ran)\n";
