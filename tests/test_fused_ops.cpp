@@ -185,6 +185,26 @@ TEST(OpSiluMulGemvAddTile, ActivatesProjectsThenAddsTheResidualTile) {
     }
 }
 
+void run(Op op, const Params& p, std::vector<const Tensor*> in, Tensor& out) {
+  std::vector<Tensor*> outs{&out};
+  amk::run_reference_op(op, p, in, outs);
+}
+
+// An OpError naming the op and containing `what`.
+void expect_error(Op op, const Params& p, const std::vector<const Tensor*>& in,
+                  std::vector<Tensor*> outs, const std::string& what) {
+  try {
+    amk::run_reference_op(op, p, in, outs);
+    ADD_FAILURE() << "no OpError, expected one containing: " << what;
+  } catch (const amk::OpError& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+void expect_error(Op op, const Params& p, std::vector<const Tensor*> in, Tensor& out,
+                  const std::string& what) {
+  expect_error(op, p, in, std::vector<Tensor*>{&out}, what);
+}
+
 TEST(FusedGemvTiles, ErrorsNameTheFusedOp) {
   const Tensor x = Tensor::zeros(DType::F32, {1, kK}), nw = Tensor::zeros(DType::F32, {kK});
   const Tensor W = Tensor::zeros(DType::F32, {kN, kK});
@@ -196,25 +216,12 @@ TEST(FusedGemvTiles, ErrorsNameTheFusedOp) {
   p.set_int("K", kK + 1);
   p.set_int("N_tile", 4);
   p.set_int("n_off", 0);
-  try {
-    const std::vector<const Tensor*> in{&x, &nw, &W};
-    amk::run_reference_op(Op::RMSNORM_GEMV_TILE, p, in, outs);
-    ADD_FAILURE() << "no OpError";
-  } catch (const amk::OpError& e) {
-    EXPECT_NE(std::string(e.what()).find("RMSNORM_GEMV_TILE: param hidden 16 must equal param K"),
-              std::string::npos)
-        << e.what();
-  }
+  expect_error(Op::RMSNORM_GEMV_TILE, p, {&x, &nw, &W}, outs,
+               "RMSNORM_GEMV_TILE: param hidden 16 must equal param K");
   const Tensor short_res = Tensor::zeros(DType::F32, {3});
   p.set_int("K", kK);
-  try {
-    const std::vector<const Tensor*> in{&x, &W, &short_res};
-    amk::run_reference_op(Op::GEMV_ADD_TILE, p, in, outs);
-    ADD_FAILURE() << "no OpError";
-  } catch (const amk::OpError& e) {
-    EXPECT_NE(std::string(e.what()).find("GEMV_ADD_TILE: input 2 (residual)"), std::string::npos)
-        << e.what();
-  }
+  expect_error(Op::GEMV_ADD_TILE, p, {&x, &W, &short_res}, outs,
+               "GEMV_ADD_TILE: input 2 (residual)");
 }
 
 // ---- the gated-unit tiles ----------------------------------------------------------------------
@@ -297,11 +304,6 @@ std::vector<uint32_t> bits(const Tensor& t) {
   return b;
 }
 
-void run(Op op, const Params& p, std::vector<const Tensor*> in, Tensor& out) {
-  std::vector<Tensor*> outs{&out};
-  amk::run_reference_op(op, p, in, outs);
-}
-
 Params tile_params(Params p, int64_t n_tile, int64_t n_off) {
   p.set_int("K", kK);
   p.set_int("N_tile", n_tile);
@@ -379,17 +381,6 @@ TEST(GluTiles, EqualTheUnfusedGemvsAndSiluMulBitForBit) {
           EXPECT_NE(fused.get(i), 0.0f) << i;
         }
       }
-}
-
-// An OpError naming the op and containing `what`.
-void expect_error(Op op, const Params& p, std::vector<const Tensor*> in, Tensor& out,
-                  const std::string& what) {
-  try {
-    run(op, p, std::move(in), out);
-    ADD_FAILURE() << "no OpError, expected one containing: " << what;
-  } catch (const amk::OpError& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
 }
 
 TEST(GluTiles, BadOperandsAreNamedErrors) {
@@ -727,15 +718,8 @@ TEST(OpGemvAddTile, ASecondOutputGetsTheSameTile) {
     }
   }
   Tensor narrow = Tensor::zeros(DType::F32, {1, kH - 1});
-  std::vector<Tensor*> bad{&out, &narrow};
-  try {
-    amk::run_reference_op(Op::GEMV_ADD_TILE, p, in, bad);
-    ADD_FAILURE() << "no OpError";
-  } catch (const amk::OpError& e) {
-    EXPECT_NE(std::string(e.what()).find("output 1 [1,7] must have output 0's shape [1,8]"),
-              std::string::npos)
-        << e.what();
-  }
+  ::expect_error(Op::GEMV_ADD_TILE, p, in, {&out, &narrow},
+                 "output 1 [1,7] must have output 0's shape [1,8]");
 }
 
 }  // namespace glu_down

@@ -23,6 +23,13 @@ const std::filesystem::path kFixtures = std::filesystem::path(AMK_TESTDATA_DIR) 
 const GpuTarget& h100() { return *find_target("h100"); }
 constexpr int64_t kContext = 12;
 
+// validate() proves the program and warns about nothing; otherwise its report.
+::testing::AssertionResult valid_without_warnings(const Program& p) {
+  const ValidationResult v = validate(p);
+  if (v.ok && v.warnings.empty()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << v.report();
+}
+
 int64_t count_op(const Program& p, Op op) {
   return std::count_if(p.tasks.begin(), p.tasks.end(), [&](const Task& t) { return t.op == op; });
 }
@@ -118,9 +125,7 @@ TEST_P(Fusion, ChangesTheProgramAndKeepsTheLogits) {
     SCOPED_TRACE(name + " fusing " + std::to_string(x.groups.size()) + " group(s), first [" +
                  x.groups[0][0] + ", " + x.groups[0][1] + "]");
     const Program p = lower(ck.config(), with(x.groups), h100(), kContext);
-    const ValidationResult v = validate(p);
-    EXPECT_TRUE(v.ok) << v.report();
-    EXPECT_TRUE(v.warnings.empty()) << v.report();
+    EXPECT_TRUE(valid_without_warnings(p));
     EXPECT_EQ(count_op(base, x.fused), 0);
     EXPECT_GT(count_op(p, x.fused), 0);
     EXPECT_EQ(count_op(p, x.gone), x.gone_left);
@@ -186,9 +191,7 @@ TEST_P(FusedAttentionSplit, KeepsTheLogitsAcrossBlocks) {
   fused.fusion_grouping.push_back({"rope", "attention"});
   const Program a_prog = lower(ck.config(), plain, h100(), kContext);
   const Program b_prog = lower(ck.config(), fused, h100(), kContext);
-  const ValidationResult v = validate(b_prog);
-  ASSERT_TRUE(v.ok) << v.report();
-  EXPECT_TRUE(v.warnings.empty()) << v.report();
+  ASSERT_TRUE(valid_without_warnings(b_prog));
   EXPECT_EQ(count_op(b_prog, Op::ATTENTION_TILE), 0);
   EXPECT_EQ(count_op(b_prog, Op::ROPE) + count_op(b_prog, Op::ROPE_FREQ), 0);
   EXPECT_EQ(count_op(b_prog, Op::COPY), 0);
@@ -257,9 +260,7 @@ TEST_P(FusedAttentionSplit, OprojMergesThePartials) {
     merged.fusion_grouping.push_back({"attention_combine", "gemv"});
     const Program a_prog = lower(ck.config(), plain, h100(), kContext);
     const Program b_prog = lower(ck.config(), merged, h100(), kContext);
-    const ValidationResult v = validate(b_prog);
-    ASSERT_TRUE(v.ok) << v.report();
-    EXPECT_TRUE(v.warnings.empty()) << v.report();
+    ASSERT_TRUE(valid_without_warnings(b_prog));
     const int64_t layers = ck.config().num_hidden_layers;
     EXPECT_EQ(count_op(b_prog, Op::ATTENTION_COMBINE), 0);
     EXPECT_GT(count_op(a_prog, Op::ATTENTION_COMBINE), 0);
@@ -348,9 +349,7 @@ TEST_P(FusedAttentionSplit, MlpTilesAddTheDownProjection) {
     fused.fusion_grouping.push_back({"gemv", "silu_mul", "gemv"});
     const Program a_prog = lower(ck.config(), plain, h100(), kContext);
     const Program b_prog = lower(ck.config(), fused, h100(), kContext);
-    const ValidationResult v = validate(b_prog);
-    ASSERT_TRUE(v.ok) << v.report();
-    EXPECT_TRUE(v.warnings.empty()) << v.report();
+    ASSERT_TRUE(valid_without_warnings(b_prog));
     const int64_t layers = ck.config().num_hidden_layers;
     const int64_t glu_tiles = count_op(a_prog, Op::RMSNORM_GEMV_GLU_TILE);
     EXPECT_EQ(count_op(b_prog, Op::RMSNORM_GEMV_GLU_TILE), 0);

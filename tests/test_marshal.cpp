@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -29,9 +30,10 @@ using amk::cuda::MarshalledProgram;
 
 const std::filesystem::path kFixtures = std::filesystem::path(AMK_TESTDATA_DIR) / "fixtures";
 
-Program tiny_llama(const ScheduleConfig& config = {}) {
+Program tiny_llama(const ScheduleConfig& config = {},
+                   std::optional<DType> weights = std::nullopt) {
   const ModelConfig m = load_model_config(kFixtures / "tiny-llama" / "config.json");
-  return lower(m, config, *find_target("h100"), 64);
+  return lower(m, config, *find_target("h100"), 64, weights);
 }
 
 MarshalLimits h100_limits() {
@@ -441,9 +443,7 @@ TEST(Marshal, TaskRecordsPackEachQueueEntry) {
 // those through the ring, and reads every other tile from global memory). Other ops: no bits.
 TEST(Marshal, TaskRecordsSayWhichGemvTilesTheRingStreams) {
   for (const DType weights : {DType::F32, DType::BF16}) {
-    ScheduleConfig config;
-    const ModelConfig mc = load_model_config(kFixtures / "tiny-llama" / "config.json");
-    const Program p = lower(mc, config, *find_target("h100"), 64, weights);
+    const Program p = tiny_llama({}, weights);
     MarshalledProgram m = cuda::marshal(p, h100_limits());
     std::vector<amk_buffer_t> table = stand_in_table(m);
     const std::vector<amk_task_record_t> r = cuda::task_records(m, table);
