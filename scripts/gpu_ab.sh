@@ -22,7 +22,7 @@
 # scripts/reference_cache.sh: AMK_REFERENCE_SEED in, $OUT/references.tgz out), so later runs check
 # against them in no time (llama-3.1-8b: ~115 s a position otherwise); --no-reference-cache:
 # each run checks against its own program, for binaries older than the option.
-# Writes $OUT/ab.tsv (preset, binary, round, µs/token, % of floor, check) and $OUT/ab-logs.tgz
+# Writes $OUT/ab.tsv (preset, binary, round, µs/token, % of floor, check) and $OUT/ab-logs.tgz (ab-logs-2.tgz, ... after an earlier call)
 # (every run's log: the device tool brings back 8 files a call) and prints the median per
 # (preset, binary) with its ratio to the first binary.
 set -uo pipefail
@@ -90,6 +90,9 @@ try:
 except Exception as e:
     print(f"{sys.argv[2]}\t{sys.argv[3]}\t{sys.argv[4]}\tnan\tnan\tERROR {type(e).__name__}")
 PY
+      # A run without a timing says why here, not only in the logs' archive.
+      [[ $(tail -1 "$tsv" | cut -f6) == PASS ]] ||
+        { echo "gpu_ab: $preset $spec round $r did not pass; its log ends:" >&2; tail -15 "$log" >&2; }
       rm -f "$json"
     done
   done
@@ -110,5 +113,7 @@ for preset in dict.fromkeys(r["preset"] for r in rows):
         print(f"{preset:14s} {b[-40:]:40s} {med:10.1f} {med / base:9.3f}  {runs} ({'PASS' if ok else 'FAIL'})")
 PY
 ((${#refs[@]})) && reference_cache_save "$out"
-# The runs' logs in one file.
-(cd "$out" && ls log-*.txt >/dev/null 2>&1 && tar czf ab-logs.tgz log-*.txt && rm -f log-*.txt) || true
+# The runs' logs in one file (ab-logs-2.tgz, ... when an earlier call left one in the same folder).
+logs_tgz=ab-logs.tgz
+i=2; while [[ -e $out/$logs_tgz ]]; do logs_tgz=ab-logs-$((i++)).tgz; done
+(cd "$out" && ls log-*.txt >/dev/null 2>&1 && tar czf "$logs_tgz" log-*.txt && rm -f log-*.txt) || true

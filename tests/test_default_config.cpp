@@ -56,17 +56,19 @@ TEST(DefaultScheduleConfig, Llama32_1bOnH100) {
   EXPECT_EQ(n_tile(c, "sample_argmax", "N_tile"), 972);
   EXPECT_EQ(n_tile(c, "attention", "kv_block"), 64);
   EXPECT_EQ(n_tile(c, "attention", "kv_heads"), 1);
-  // 8 blocks (one combine's worth) of 64-wide heads: o_proj merges the partials.
+  // 8 blocks (one combine's worth): o_proj merges the partials, whatever the head width
+  // (qwen3-0.6b's 128).
   std::vector<std::vector<std::string>> groups{{"rmsnorm", "gemv"},
                                                {"gemv", "silu_mul"},
                                                {"gemv", "add"},
                                                {"rope", "attention"},
                                                {"attention_combine", "gemv"}};
   EXPECT_EQ(c.fusion_grouping, groups);
-  // 16 blocks (a combine tree's) at 4,096 keys, and qwen3-0.6b's 128-wide heads: the combine.
+  EXPECT_EQ(default_schedule_config(preset("qwen3-0.6b"), h100(), 512).fusion_grouping, groups);
+  // 16 blocks (a combine tree's) at 4,096 keys: the combine level.
   groups.pop_back();
   EXPECT_EQ(default_schedule_config(preset("llama-3.2-1b"), h100(), 4096).fusion_grouping, groups);
-  EXPECT_EQ(default_schedule_config(preset("qwen3-0.6b"), h100(), 512).fusion_grouping, groups);
+  EXPECT_EQ(default_schedule_config(preset("qwen3-0.6b"), h100(), 4096).fusion_grouping, groups);
   EXPECT_EQ(c.stream_bytes_in_flight, 65536);
   EXPECT_EQ(c.stream_prefetch_bytes_in_flight, 32768);
   // A long context doubles the block until the level's tasks (8 KV heads x blocks) fit the 132

@@ -171,11 +171,12 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   // nothing left to fuse and is not listed.
   c.fusion_grouping = {{"rmsnorm", "gemv"}, {"gemv", "silu_mul"}, {"gemv", "add"},
                        {"rope", "attention"}};
-  // o_proj merging the split-KV partials itself (no combine level) where it was measured faster:
-  // one combine's worth of blocks (no tree) and 64-wide heads. H200, 512 tokens, same binary
-  // (bench/RESULTS.md, thirty-third session): smollm2-135m -4.8 %, llama-3.2-1b -1.4 %; with
-  // 128-wide heads qwen3-0.6b +0.7 % and llama-3.1-8b 0.0 %, so those keep the combine.
-  if (split_kv && kv_blocks <= kMaxInputs && m.head_dim <= 64)
+  // o_proj merging the split-KV partials itself (no combine level) wherever one combine's worth
+  // of blocks (no tree) covers the context. H200, 512 tokens, same binary (bench/RESULTS.md):
+  // smollm2-135m -4.8 %, llama-3.2-1b -1.4 % (thirty-third session); with 128-wide heads, once
+  // the loader checked the GEMV tiles, qwen3-0.6b -2.8 % (3 rounds) and llama-3.1-8b -0.9 %
+  // (thirty-sixth; they had lost 0.7 % and 0.0 % on the kernel that checked on the device).
+  if (split_kv && kv_blocks <= kMaxInputs)
     c.fusion_grouping.push_back({"attention_combine", "gemv"});
   // Round robin (task i on SM i mod SMs): each level's tiles, about one per SM, land one per SM
   // in list order. Chosen by measurement: three fresh A/B runs on the H100 against critical_path

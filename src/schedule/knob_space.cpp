@@ -130,7 +130,7 @@ std::vector<KnobSpec> make_space() {
         "runs it, the CUDA VM refuses it, the search does not propose it)";
     f.default_rule =
         "all but silu_mul+gemv (which gemv+silu_mul leaves nothing to fuse); "
-        "attention_combine+gemv only with at most 8 KV blocks and head_dim <= 64";
+        "attention_combine+gemv only with at most 8 KV blocks";
     f.meaning =
         "adjacent ops fused into one task so the activation never round-trips to memory (norm "
         "per GEMV tile, SwiGLU per down tile, residual add per tile, rope+KV append per "

@@ -200,10 +200,13 @@ constexpr int kStackBatch = 4;
 constexpr int kStackVecs = 1;
 __device__ __forceinline__ void build_x_combine(const float* parts, int64_t parts_numel, int hd,
                                              int nh, int K, int window, const amk_program_t* prog,
-                                             int tid, int n_threads, float* xs, bool split) {
+                                             int tid, int n_threads, float* xs, bool split,
+                                             int32_t pos) {
   const int w = hd + 2;
   int S = int(parts_numel / (int64_t(nh) * w));
-  if (window > 0) S = min(S, max(step_position(*prog), 0) / window + 1);
+  // `pos` < 0: not read before the gate (OpContext::pos_visible), so read now, a round trip on
+  // the chain before the partials' loads.
+  if (window > 0) S = min(S, max(pos >= 0 ? pos : step_position(*prog), 0) / window + 1);
   XLayout layout;
   layout.split = split;
   layout.K8 = K / 8;
@@ -276,7 +279,7 @@ __device__ __forceinline__ void build_x_combine(const float* parts, int64_t part
 // Step 1: activation row r -> xs (K floats in shared memory, in `layout`). Ends with a consumer
 // barrier.
 __device__ __forceinline__ void build_x(const OpContext& c, const Gemv& g, int64_t r, float* xs,
-                                        float* red, const XLayout& layout) {
+                                        float* red, const XLayout& layout, int32_t pos = -1) {
   const int op = c.inst->op;
   const int K = g.K;
   const int64_t base = r * K;
@@ -287,7 +290,7 @@ __device__ __forceinline__ void build_x(const OpContext& c, const Gemv& g, int64
     const amk_params_t& p = c.inst->params;
     const bool window = (p.flags & AMK_ATTN_FLAG_RUNTIME_WINDOW) != 0 && p.kv_len > 0;
     build_x_combine(static_cast<const float*>(g.x->ptr), g.x->numel, p.head_dim, p.n_heads, K,
-                    window ? p.kv_len : 0, c.prog, c.tid, c.n_threads, xs, layout.split);
+                    window ? p.kv_len : 0, c.prog, c.tid, c.n_threads, xs, layout.split, pos);
   } else if (op == AMK_OP_SILU_MUL_GEMV_TILE || op == AMK_OP_SILU_MUL_GEMV_ADD_TILE) {
     if (vec)
       build_x_vec4(c, *g.x, base / 4, *g.aux, base / 4, K / 4, xs4, layout,
@@ -815,9 +818,16 @@ __device__ inline void op_gemv(const OpContext& c, Gate&& pass_gate) {
     const int x_key = c.inst->op | (layout.split ? 0x100 : 0);
     const bool x_ready = ring.x_op == x_key && ring.x_in0 == c.inst->inputs[0] &&
                          ring.x_in1 == in1 && ring.x_epoch == c.epoch;
+    // COMBINE_GEMV_ADD_TILE's merge reads only the blocks the step's position reached: where
+    // the CTA may read the position before its gate (OpContext::pos_visible), lane 0 of warp 1
+    // does (warp 0 only polls) and leaves it in the reduction space, which the gate's barrier
+    // publishes; its round trip then overlaps the wait instead of preceding the partials' loads.
+    const bool pos_early = has_combine_prologue(c.inst->op) && c.pos_visible && !x_ready;
+    if (pos_early && c.tid == 32) reinterpret_cast<int32_t*>(red)[0] = step_position(*c.prog);
     if (!pass_gate()) return;
     const EarlyAddends early = early_addends(c, g, 0);  // the residual: after the gate
-    if (!x_ready) build_x(c, g, 0, xs, red, layout);
+    if (!x_ready)
+      build_x(c, g, 0, xs, red, layout, pos_early ? reinterpret_cast<const int32_t*>(red)[0] : -1);
     mark_body_begin(c);
     const XView xv = x_view(xs, layout);
     const bool ok = g.w_bf16 ? gemv_from_ring<true>(c, g, t, xv, part, start, sp, early)
