@@ -133,7 +133,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,
 
 # ---- GPU tests --------------------------------------------------------------------------------
 if wanted tests; then
-run_step gpu_tests 150 env AMK_SOURCE_DIR="$root" "$bin/amk_gpu_tests"
+run_step gpu_tests 210 env AMK_SOURCE_DIR="$root" "$bin/amk_gpu_tests"
 rc=$?
 passed=$(grep -oE '\[  PASSED  \] [0-9]+' "$logs/gpu_tests.log" | grep -oE '[0-9]+$' || echo 0)
 nfailed=$(grep -oE '\[  FAILED  \] [0-9]+ test' "$logs/gpu_tests.log" | grep -oE '[0-9]+' || echo 0)

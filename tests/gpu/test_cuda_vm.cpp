@@ -334,46 +334,69 @@ TEST(CudaVm, AttentionOverSeveralKeyBlocksMatchesReference) {
   }
 }
 
-// ---- (d3b) qwen3-0.6b's widths, the first steps of fresh VMs ----------------------------------
+// ---- (d3b) qwen3-0.6b: the first steps of fresh VMs ---------------------------------------------
 // On the H200 (bench/RESULTS.md, thirty-sixth session) qwen3-0.6b's first check launches of a
 // process (positions 0 and 1, or 65 when it was the only one) mismatched the CPU reference in
 // about 1 process of 10 (relative error 0.06-0.25, finite), with the split-KV combine level and
-// with o_proj merging the partials alike, while the process's later launches matched. The
-// fixtures' tiny-qwen3 has 16-wide heads; this model has qwen3-0.6b's widths (hidden 1024, 16
-// query and 8 KV heads of 128, q_norm / k_norm, tied embeddings) at 2 layers and the device's
-// derived schedule, and each of many fresh VMs runs its first steps against the reference.
-TEST(CudaVm, Qwen3WidthsFirstStepsOfFreshVmsMatchReference) {
+// with o_proj merging the partials alike, while the process's later launches matched to the
+// digit, run after run. The fixtures' tiny-qwen3 has 16-wide heads; this is qwen3-0.6b's shape
+// (28 layers, 16 query and 8 KV heads of 128, q_norm / k_norm, tied embeddings) with random
+// weights and the device's derived schedule. The device's sums run in fixed orders, so the
+// first steps of every fresh VM must give what a warmed-up VM gives, up to far less than the
+// failures' error: each fresh VM's first launches are held against the third pass of one VM.
+TEST(CudaVm, Qwen3FreshVmsFirstStepsMatchAWarmVm) {
   AMK_REQUIRE_GPU();
-  constexpr int kFreshVms = 12;
+  constexpr int kFreshVms = 8;  // a config; ~1.5 s a VM (its 1.2 GB of weights)
   constexpr int64_t kContext = 512;  // 8 blocks of 64 keys: the split the benchmarks run
-  const TempDir dir("qwen3_widths");
-  nlohmann::json config = nlohmann::json::parse(model_preset_config("qwen3-0.6b", "bfloat16"));
-  config["num_hidden_layers"] = 2;
-  config["vocab_size"] = 4096;
-  write_random_checkpoint_for(dir.path(), config.dump(2),
-                              model_preset_generation_config("qwen3-0.6b"), "qwen3 widths",
-                              DType::BF16, 36);
+  constexpr double kTolerance = 1e-4;  // the failures were 2e-3 .. 2.5e-1
+  const TempDir dir("qwen3_fresh");
+  write_random_checkpoint(dir.path(), "qwen3-0.6b", DType::BF16, 36);
   const Checkpoint ck = Checkpoint::open(dir.path());
   ASSERT_EQ(ck.config().head_dim, 128);
-  const std::vector<int64_t> tokens{1, 3920, 1839, 2758};
+  const std::vector<int64_t> tokens{1, 7920, 15839, 23758};
+  const auto run = [&](CudaDecoder& d) {
+    d.reset();
+    std::vector<std::vector<float>> out;
+    for (const int64_t t : tokens) out.push_back(d.step(t));
+    return out;
+  };
   const std::vector<std::string> combine{"attention_combine", "gemv"};
   for (const bool merge_in_o_proj : {false, true}) {
-    SCOPED_TRACE(merge_in_o_proj ? "o_proj merges the partials" : "combine level");
+    const std::string label = merge_in_o_proj ? "o_proj merges the partials" : "combine level";
+    SCOPED_TRACE(label);
     ScheduleConfig c = default_schedule_config(ck.config(), device_target(), kContext);
     std::erase(c.fusion_grouping, combine);
     if (merge_in_o_proj) c.fusion_grouping.push_back(combine);
     const Program p = lower(ck.config(), c, device_target(), kContext, DType::BF16);
-    for (int vm = 0; vm < kFreshVms; ++vm) {
-      SCOPED_TRACE("fresh VM " + std::to_string(vm));
-      ReferenceDecoder reference(ck, p);
-      CudaDecoder cuda(ck, p);
-      const DecoderComparison r = compare_teacher_forced(reference, cuda, tokens);
-      for (const std::string& f : r.failures) ADD_FAILURE() << f;
-      if (vm == 0)
-        std::cout << "qwen3 widths / " << (merge_in_o_proj ? "merge in o_proj" : "combine level")
-                  << ": worst relative error " << r.worst_error << " at position "
-                  << r.worst_position << "\n";
+    std::vector<std::vector<float>> warm;
+    {
+      CudaDecoder d(ck, p);
+      run(d);
+      const auto second = run(d);
+      warm = run(d);
+      for (size_t i = 0; i < tokens.size(); ++i)
+        EXPECT_LE(eval::compare_logits(warm[i], second[i], kTolerance).relative_error, kTolerance)
+            << "a warm VM's second and third passes differ at position " << i;
     }
+    double worst = 0.0;
+    int failed = 0;
+    for (int vm = 0; vm < kFreshVms; ++vm) {
+      CudaDecoder d(ck, p);
+      const auto first = run(d);
+      bool ok = true;
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        const double e = eval::compare_logits(warm[i], first[i], kTolerance).relative_error;
+        worst = std::max(worst, e);
+        if (!(e <= kTolerance)) {
+          ok = false;
+          ADD_FAILURE() << "fresh VM " << vm << ", position " << i
+                        << ": max|first - warm| / max|warm| = " << e;
+        }
+      }
+      failed += ok ? 0 : 1;
+    }
+    std::cout << "qwen3-0.6b / " << label << ": " << failed << " of " << kFreshVms
+              << " fresh VMs differ from a warm one; worst relative difference " << worst << "\n";
   }
 }
 
