@@ -29,6 +29,10 @@ struct GpuRunOptions {
   int64_t start_position = 0;
   CudaVmOptions vm;
   int profile_steps = 0;  // > 0: one more launch of this many steps with per-task stamps
+  // At the first check step that fails: replay the checks so far on the ReferenceVM (the same
+  // program) and log each layer's K and V rows at that position against the GPU's
+  // (amk/kv_row_check.h: where the error entered). Minutes on a big model, so opt-in.
+  bool diagnose_failed_check = false;
 };
 
 struct GpuRun {

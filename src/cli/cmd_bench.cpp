@@ -364,6 +364,9 @@ int run_bench(const BenchOptions& opt) {
     g.start_position = opt.start_position;
     g.vm.weight_ring = !opt.no_weight_ring;
     g.profile_steps = opt.profile || !opt.trace.empty() ? std::min(tpl, 8) : 0;
+    // A failing check step is followed by where its error entered: each layer's KV rows against
+    // the ReferenceVM's (a human reads the bench; the search's evaluations do not diagnose).
+    g.diagnose_failed_check = true;
     // With --reference-cache the check compares with the plain lowering's logits (amk eval's
     // oracle), read whole from the cache or computed here and kept there; without it the
     // reference decodes the same program, step by step beside the GPU. Either way it is dropped
@@ -570,7 +573,8 @@ void add_bench_command(CLI::App& app, Action& action) {
   cmd->add_option("--check-positions", opt->check_positions,
                   "Positions whose step is compared with the CPU reference before timing; a "
                   "position not reached by stepping is seek()ed to on both sides with the same "
-                  "seeded KV cache")
+                  "seeded KV cache; the first step that fails is followed by each layer's K and V "
+                  "rows at its position against the ReferenceVM's (where the error entered)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--check-steps", opt->check_steps,

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "amk/decoder.h"
+#include "amk/kv_row_check.h"
 
 namespace amk::eval {
 
@@ -16,6 +17,36 @@ double median(std::vector<double> v) {
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+namespace {
+
+// The GPU has just run check step `failed` (and the ones before it) and failed it: the same steps
+// on the ReferenceVM, then each layer's K and V rows at that position, side by side.
+void log_kv_divergence(const Checkpoint& checkpoint, const Program& program, CudaDecoder& cuda,
+                       std::span<const int64_t> positions, std::span<const int64_t> tokens,
+                       size_t failed, std::ostream& log) {
+  const auto start = std::chrono::steady_clock::now();
+  ReferenceDecoder reference(checkpoint, program);
+  reference.step_timeout_s = 1800;  // an 8B step takes minutes on the CPU
+  for (size_t i = 0; i <= failed; ++i) {
+    if (positions[i] != reference.position())
+      reference.seek(positions[i], uint64_t(positions[i]) + 1);  // as the check seeks
+    reference.step(tokens[i]);
+  }
+  const std::vector<KvRowError> errors = kv_row_errors(
+      program, [&](int64_t id) { return cuda.vm().read_buffer(id); },
+      [&](int64_t id) { return reference.vm().buffer(id); }, positions[failed]);
+  // The caches hold BF16 (or F32) rows of a computation whose sums run in other orders: one
+  // rounding step of BF16 apart is noise, an error that entered a layer is far beyond it.
+  constexpr double kRowTolerance = 2e-2;
+  log << fmt::format("diagnosis position {}: the GPU's KV rows against the ReferenceVM's on the "
+                     "same program ({:.1f} s)\n",
+                     positions[failed],
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  log << kv_row_report(errors, kRowTolerance);
+}
+
+}  // namespace
 
 GpuRun check_and_time_on_gpu(const Checkpoint& checkpoint, const Program& program,
                              const GpuRunOptions& opt, const ReferenceLogits& reference,
@@ -29,6 +60,7 @@ GpuRun check_and_time_on_gpu(const Checkpoint& checkpoint, const Program& progra
     const auto start = Clock::now();
     const std::vector<int64_t> prompt =
         check_prompt(int(opt.check_positions.size()), cuda.vocab_size());
+    bool diagnosed = false;
     for (size_t i = 0; i < opt.check_positions.size(); ++i) {
       const int64_t position = opt.check_positions[i], token = prompt[i];
       if (position != cuda.position()) cuda.seek(position, uint64_t(position) + 1);
@@ -42,6 +74,10 @@ GpuRun check_and_time_on_gpu(const Checkpoint& checkpoint, const Program& progra
           ": {}\n",
           c.position, c.token, c.relative_error, c.our_argmax, c.ref_argmax,
           c.argmax_decisive ? "" : " (near-tie, not compared)", c.pass ? "ok" : "MISMATCH");
+      if (!c.pass && opt.diagnose_failed_check && !diagnosed) {
+        diagnosed = true;
+        log_kv_divergence(checkpoint, program, cuda, opt.check_positions, prompt, i, log);
+      }
     }
     run.check_seconds = std::chrono::duration<double>(Clock::now() - start).count();
     log << fmt::format("check     {} steps on the CPU reference in {:.1f} s\n", run.checks.size(),

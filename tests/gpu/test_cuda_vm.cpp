@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -596,6 +597,37 @@ TEST(CudaEval, TheReferenceCacheIsWhatTheCheckUses) {
   EXPECT_EQ(verdict(o).correctness, eval::Correctness::FAIL);
   o.reference_cache_dir.clear();
   EXPECT_EQ(verdict(o).correctness, eval::Correctness::PASS);
+}
+
+// A check step that fails (here: against negated reference logits) is followed by the
+// diagnosis, the GPU's KV rows at its position against the ReferenceVM's on the same program:
+// the GPU computed them right, so every layer agrees; and no timing follows a FAIL.
+TEST(CudaEval, AFailedCheckIsDiagnosedLayerByLayer) {
+  AMK_REQUIRE_GPU();
+  const TempDir dir("diagnosis");
+  write_random_checkpoint(dir.path(), "tiny", DType::BF16, 6);
+  const Checkpoint ck = Checkpoint::open(dir.path());
+  const Program p = lower(ck.config(), {}, device_target(), 128, DType::BF16);
+  auto reference = std::make_shared<ReferenceDecoder>(ck, p);
+  const eval::ReferenceLogits negated = [reference](int64_t position, int64_t token) {
+    if (position != reference->position()) reference->seek(position, uint64_t(position) + 1);
+    std::vector<float> logits = reference->step(token);
+    for (float& x : logits) x = -x;
+    return logits;
+  };
+  eval::GpuRunOptions o;
+  o.check_positions = {0, 65};
+  o.tokens_per_launch = 8;
+  o.diagnose_failed_check = true;
+  std::ostringstream log;
+  const eval::GpuRun run = eval::check_and_time_on_gpu(ck, p, o, negated, log);
+  EXPECT_FALSE(run.pass);
+  EXPECT_TRUE(run.us_per_token.empty());
+  const std::string text = log.str();
+  std::cout << text;
+  EXPECT_NE(text.find("diagnosis position 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("every layer's K and V rows agree"), std::string::npos) << text;
+  EXPECT_EQ(text.find("diagnosis position 65"), std::string::npos) << "only the first failure";
 }
 
 }  // namespace

@@ -1,0 +1,93 @@
+#include "amk/kv_row_check.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "amk/lowering.h"
+
+namespace amk::eval {
+namespace {
+
+const Buffer& cache_of(const Program& program, int64_t layer, char k_or_v) {
+  const std::string name = kv_cache_name(layer, k_or_v);
+  for (const Buffer& b : program.buffers)
+    if (b.name == name && b.kind == BufferKind::KV_CACHE) return b;
+  throw std::invalid_argument(fmt::format("the program has no KV cache '{}'", name));
+}
+
+// max|a - b| / max|b| over the rows at `position` of a [heads, context, head_dim] cache.
+double row_error(const Buffer& cache, const Tensor& ours, const Tensor& ref, int64_t position) {
+  if (cache.shape.size() != 3)
+    throw std::invalid_argument(fmt::format("KV cache '{}' has rank {}, not 3 [heads, context, "
+                                            "head_dim]", cache.name, cache.shape.size()));
+  const int64_t heads = cache.shape[0], context = cache.shape[1], dim = cache.shape[2];
+  if (position < 0 || position >= context)
+    throw std::invalid_argument(fmt::format("position {} is outside KV cache '{}' ({} rows)",
+                                            position, cache.name, context));
+  const std::vector<float> a = ours.to_floats(), b = ref.to_floats();
+  const size_t n = size_t(heads * context * dim);
+  if (a.size() != n || b.size() != n)
+    throw std::invalid_argument(fmt::format("KV cache '{}': {} and {} values read, {} expected",
+                                            cache.name, a.size(), b.size(), n));
+  double diff = 0, scale = 0;
+  for (int64_t g = 0; g < heads; ++g) {
+    const size_t row = size_t((g * context + position) * dim);
+    for (int64_t d = 0; d < dim; ++d) {
+      const double x = a[row + size_t(d)], y = b[row + size_t(d)];
+      if (!std::isfinite(x) || !std::isfinite(y)) return std::numeric_limits<double>::infinity();
+      diff = std::max(diff, std::abs(x - y));
+      scale = std::max(scale, std::abs(y));
+    }
+  }
+  return scale > 0 ? diff / scale : (diff > 0 ? std::numeric_limits<double>::infinity() : 0.0);
+}
+
+}  // namespace
+
+std::vector<KvRowError> kv_row_errors(const Program& program, const BufferReader& ours,
+                                      const BufferReader& reference, int64_t position) {
+  int64_t layers = 0;
+  while (true) {
+    const std::string name = kv_cache_name(layers, 'k');
+    if (std::none_of(program.buffers.begin(), program.buffers.end(),
+                     [&](const Buffer& b) { return b.name == name; }))
+      break;
+    ++layers;
+  }
+  if (layers == 0) throw std::invalid_argument("the program has no KV caches");
+  std::vector<KvRowError> out;
+  for (int64_t l = 0; l < layers; ++l) {
+    KvRowError e;
+    e.layer = l;
+    const Buffer& k = cache_of(program, l, 'k');
+    const Buffer& v = cache_of(program, l, 'v');
+    e.k_error = row_error(k, ours(k.id), reference(k.id), position);
+    e.v_error = row_error(v, ours(v.id), reference(v.id), position);
+    out.push_back(e);
+  }
+  return out;
+}
+
+int64_t first_diverging_layer(std::span<const KvRowError> errors, double tolerance) {
+  for (const KvRowError& e : errors)
+    if (!(e.k_error <= tolerance) || !(e.v_error <= tolerance)) return e.layer;
+  return -1;
+}
+
+std::string kv_row_report(std::span<const KvRowError> errors, double tolerance) {
+  const int64_t first = first_diverging_layer(errors, tolerance);
+  std::string out =
+      first < 0 ? fmt::format("every layer's K and V rows agree within {:g}\n", tolerance)
+                : fmt::format("first layer whose K or V row differs beyond {:g}: {}\n", tolerance,
+                              first);
+  out += "layer  K row error  V row error\n";
+  for (const KvRowError& e : errors)
+    out += fmt::format("{:5d}  {:11.2e}  {:11.2e}\n", e.layer, e.k_error, e.v_error);
+  return out;
+}
+
+}  // namespace amk::eval
