@@ -17,8 +17,9 @@
 
 namespace amk::eval {
 
-// One layer's rows at the position: max|ours - ref| / max|ref| over every KV head's row of its
-// K cache and of its V cache (infinity when either holds a non-finite value, as the logit check).
+// One layer's rows at the position: the logit check's relative error (compare_logits: max|ours -
+// ref| / max|ref|, infinity when either holds a non-finite value) over every KV head's row of its
+// K cache and of its V cache.
 struct KvRowError {
   int64_t layer = 0;
   double k_error = 0, v_error = 0;

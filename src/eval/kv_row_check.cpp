@@ -3,10 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
+#include <cstddef>
 #include <stdexcept>
 
+#include "amk/logit_check.h"
 #include "amk/lowering.h"
 
 namespace amk::eval {
@@ -19,7 +19,8 @@ const Buffer& cache_of(const Program& program, int64_t layer, char k_or_v) {
   throw std::invalid_argument(fmt::format("the program has no KV cache '{}'", name));
 }
 
-// max|a - b| / max|b| over the rows at `position` of a [heads, context, head_dim] cache.
+// The logit check's relative error (compare_logits) over the rows at `position` of every head
+// of a [heads, context, head_dim] cache.
 double row_error(const Buffer& cache, const Tensor& ours, const Tensor& ref, int64_t position) {
   if (cache.shape.size() != 3)
     throw std::invalid_argument(fmt::format("KV cache '{}' has rank {}, not 3 [heads, context, "
@@ -33,17 +34,13 @@ double row_error(const Buffer& cache, const Tensor& ours, const Tensor& ref, int
   if (a.size() != n || b.size() != n)
     throw std::invalid_argument(fmt::format("KV cache '{}': {} and {} values read, {} expected",
                                             cache.name, a.size(), b.size(), n));
-  double diff = 0, scale = 0;
+  std::vector<float> our_rows, ref_rows;
   for (int64_t g = 0; g < heads; ++g) {
-    const size_t row = size_t((g * context + position) * dim);
-    for (int64_t d = 0; d < dim; ++d) {
-      const double x = a[row + size_t(d)], y = b[row + size_t(d)];
-      if (!std::isfinite(x) || !std::isfinite(y)) return std::numeric_limits<double>::infinity();
-      diff = std::max(diff, std::abs(x - y));
-      scale = std::max(scale, std::abs(y));
-    }
+    const auto row = ptrdiff_t((g * context + position) * dim);
+    our_rows.insert(our_rows.end(), a.begin() + row, a.begin() + row + dim);
+    ref_rows.insert(ref_rows.end(), b.begin() + row, b.begin() + row + dim);
   }
-  return scale > 0 ? diff / scale : (diff > 0 ? std::numeric_limits<double>::infinity() : 0.0);
+  return compare_logits(ref_rows, our_rows, 0.0).relative_error;
 }
 
 }  // namespace
