@@ -165,15 +165,18 @@ __device__ __forceinline__ bool wait_for_previous_step(const amk_program_t& prog
 }
 
 // A task's outputs staged for one bulk copy (the output stage of megakernel_layout.h, after the
-// ring's bookkeeping). IR_SPEC §8.1's signal orders a task's writes before its count. The plain
-// way is a gpu-scope release (red.release.gpu: MEMBAR.GPU, then the increment), and on the H100
-// that fence waits for every memory operation the SM has in flight, the weight ring's bulk copies
-// included: 1.7 of a 3.2 us hop at 32 KiB in flight per SM, 4 of 7.3 at 64 KiB
-// (bench/hop_protocol.cu). A GEMV tile's outputs are one contiguous range: gathered in shared
-// memory, they leave in one bulk copy (the TMA's store), thread 0 waits for its completion
-// (cp.async.bulk.wait_group 0: the writes performed, visible to the thread) and only then
-// counts, relaxed; the fence then has no weight copies to wait for. 1.55 us a hop in the same
-// benchmark. (The hand-off of Hazy Research's megakernels: TMA store, full wait, relaxed add.)
+// ring's bookkeeping). IR_SPEC §8.1's signal orders a task's writes before its count. A GEMV
+// tile's outputs are one contiguous range: gathered in shared memory, they leave in one bulk copy
+// (the TMA's store); thread 0 waits for its completion, then counts with a release.
+//
+// The count was relaxed until the thirty-seventh session (the hand-off of Hazy Research's
+// megakernels: TMA store, full wait, relaxed add), to keep the release's fence from waiting for
+// the weight ring's copies in flight (1.7 of a 3.2 us hop on the H100, bench/hop_protocol.cu).
+// That is a race: cp.async.bulk.wait_group makes the writes visible to the executing thread
+// only, and a relaxed add orders nothing before it (nor the task's own generic stores, the KV
+// rows). Fresh VMs on the H200 read NaN-poisoned or last-step activations in their first
+// launches (qwen3-0.6b: 1 VM in 8; bench/RESULTS.md). So: the async proxy's writes into the
+// generic proxy (fence.proxy.async.global), then the release.
 struct OutStage {
   void* dst;       // global destination, 16-byte aligned
   uint32_t bytes;  // 0: nothing staged (the task wrote global memory itself: release)
@@ -205,7 +208,7 @@ __device__ __forceinline__ void bulk_store_s2g(void* dst, const void* src, uint3
 // Thread 0's half of a signal, for callers that have just passed a consumer barrier after the
 // instruction's last write: make every write of the CTA visible at gpu scope, then count. With
 // outputs staged (every writer fenced them to the async proxy before the barrier): their bulk
-// store, its completion, then a relaxed count.
+// store, its completion, the proxy fence, then the same release.
 __device__ __forceinline__ void publish_completion(const amk_program_t& prog, int out_counter,
                                                    int tid, OutStage* stage = nullptr) {
   if (tid != 0) return;
@@ -215,15 +218,12 @@ __device__ __forceinline__ void publish_completion(const amk_program_t& prog, in
     stage->bytes = 0;
   }
   if (out_counter < 0) return;
-  if (staged) {
-    asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(prog.counters + out_counter)
-                 : "memory");
-  } else {
-    // A release RMW at gpu scope (IR_SPEC §8.1's fence + increment in one instruction): it
-    // orders every write the consumer barrier ordered before it, and nothing waits for a result.
-    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(prog.counters + out_counter)
-                 : "memory");
-  }
+  if (staged) asm volatile("fence.proxy.async.global;" ::: "memory");
+  // A release RMW at gpu scope (IR_SPEC §8.1's fence + increment in one instruction): it orders
+  // every write the consumer barrier ordered before it (and the bulk store's, now this thread's
+  // generic view), and nothing waits for a result.
+  asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(prog.counters + out_counter)
+               : "memory");
 }
 
 }  // namespace amk::cuda

@@ -895,6 +895,9 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
       for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
       if (lane < n) ph[lane] = p0;
       if (lane + 32 < n) ph[lane + 32] = p1;
+      // Every lane read ms[h] above; the shuffles' data dependence already orders those reads
+      // before lane 0's write, but only a warp barrier says so to racecheck.
+      __syncwarp();
       if (lane == 0) {
         const float r = m_old == neg_inf() ? 0.0f : expf(m_old - m);
         ms[h] = m;
@@ -917,9 +920,8 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
   }
   mark_body_end(c);
   // The output, from each thread's acc and the final m, l: into the output stage when the whole
-  // output is one 16-byte-aligned run that fits it, so the signal is a bulk store and a relaxed
-  // count (sync.cuh OutStage: no release waiting for the ring's copies in flight), else global
-  // memory and a release.
+  // output is one 16-byte-aligned run that fits it, so it leaves in one bulk store (sync.cuh
+  // OutStage), else straight to global memory; a release counts it either way.
   float* out = a.out;
   const int width = a.partial ? D + 2 : D;
   OutStage* stage = c.ring != nullptr ? ring_out_stage(c.ring) : nullptr;
