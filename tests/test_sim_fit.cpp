@@ -73,7 +73,7 @@ TEST(SimConstants, TheLoaderRefusesMalformedConstantsByName) {
   const size_t hop_colon = text.find(':', hop), hop_end = text.find(',', hop);
   expect_refused(text.substr(0, hop_colon + 1) + " -1" + text.substr(hop_end), "out of range (>= 0)");
   // bulk_store_signal says which kernel: 0 or 1, nothing between.
-  expect_refused(replaced(ok, "\"bulk_store_signal\": 1.0", "\"bulk_store_signal\": 0.5"),
+  expect_refused(replaced(ok, "\"bulk_store_signal\": 0.0", "\"bulk_store_signal\": 0.5"),
                  "\"bulk_store_signal\" = 0.5 must be 0 or 1");
 }
 
