@@ -26,7 +26,7 @@
 #                   peer on the same (dequantised) weights
 #
 # Steps: GPU info and clocks; the GPU tests; compute-sanitizer memcheck and racecheck on the
-# tiny-llama oracle (fp32, --device cuda); `amk bench` on llama-3.2-1b (+ torch peer, its step
+# tiny-llama oracle (fp32, --device cuda) and racecheck on the BF16 tiny preset's checks; `amk bench` on llama-3.2-1b (+ torch peer, its step
 # trace as trace-llama-3.2-1b.json, then the 1,000-token LongGeneration test on that checkpoint), qwen3-0.6b (+ torch peer),
 # smollm2-135m (+ torch peer) and llama-3.1-8b (+ torch peer, its trace in logs.tar.gz; ~9 minutes, so a call of its own:
 # --steps 8b --budget 590). Every step runs under `timeout`; a failure is
@@ -160,6 +160,20 @@ for tool in "${sanitizers[@]}"; do
   oracle=$(grep -oE '^(PASS|FAIL)$' "$logs/$tool.log" | tail -1)
   record "$tool" "$(verdict_of $rc)" "sanitizer errors: ${errors:-?}, oracle: ${oracle:-?}"
 done
+
+# ---- racecheck on a BF16 program (the tiny preset: BF16 KV cache, the fused RoPE/KV attention
+# and the split-KV merge). The F32 oracle above never reaches attention_block's BF16 path; this
+# run found the softmax's ms hazard (thirty-seventh session). Its checks hold the logits to the
+# CPU reference.
+if wanted sanitizers && command -v compute-sanitizer >/dev/null; then
+  run_step racecheck-bf16 120 compute-sanitizer --tool racecheck --error-exitcode 99 \
+    "$amk" bench --preset tiny --preset-dir "$work/tiny" --check-positions 0,1,65 --context 512 \
+    --tokens 8 --warmup 0 --tokens-per-launch 8 --results /dev/null --no-weight-ring
+  rc=$?
+  errors=$(grep -oE 'RACECHECK SUMMARY: [0-9]+' "$logs/racecheck-bf16.log" | grep -oE '[0-9]+$' | tail -1)
+  checks=$(grep -cE '^check .*: ok$' "$logs/racecheck-bf16.log")
+  record "racecheck bf16" "$(verdict_of $rc)" "hazards: ${errors:-?}, checks ok: ${checks:-0} of 3"
+fi
 
 # ---- benchmarks -------------------------------------------------------------------------------
 # bench PRESET CAP EXTRA_ARGS...: the preset is generated under $work, or reused from there.
