@@ -21,7 +21,9 @@
 //   bulk store, relaxed / release count   the outputs written to shared memory, fenced to the
 //            async proxy, then one bulk copy to global memory (the TMA's store), its completion
 //            waited for (cp.async.bulk.wait_group 0), then the count: relaxed (what the
-//            megakernel's GEMV tiles now do, vm/cuda/sync.cuh OutStage) or release.
+//            megakernel's GEMV tiles did until 2a7a402; NOT a protocol either: the wait makes
+//            the writes visible to the storing thread only, and fresh qwen3 VMs read stale
+//            activations through it, docs/CUDA_VM.md) or release (what they do now).
 // Printed per protocol and bytes in flight: µs per hop (median CTA), and the stream's GB/s over
 // the chain (what the polling costs the weight stream). bench/RESULTS.md, twenty-second session:
 // on the H100 the release costs 1.7 µs a hop at 32 KiB in flight per SM and 4 µs at 64 KiB, far
