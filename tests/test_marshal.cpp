@@ -391,9 +391,9 @@ TEST(Marshal, AWeightRowWiderThanAChunkWidensTheChunk) {
   ASSERT_GT(n_tile, 0);
   const MarshalledProgram m = cuda::marshal(p, h100_limits());
   EXPECT_EQ(m.layout.chunk_bytes, 40016);
-  // x (64 floats) / K rounds to one row: 10001 * 4 + 256, plus a partial per output row and
-  // 32-vector strip of it (40004 / 16 = 2500 vectors: 79 strips), rounded up to 16.
-  const int64_t scratch = (10001 * 4 + 256 + 4 * n_tile * 79 + 15) / 16 * 16;
+  // block_sum's 32 floats, x (one row of 10001), plus a partial per output row and 32-vector
+  // strip of it (40004 / 16 = 2500 vectors: 79 strips), rounded up to 16 bytes.
+  const int64_t scratch = (4 * (32 + 10001 + n_tile * 79) + 15) / 16 * 16;
   EXPECT_EQ(m.layout.scratch_bytes, scratch);
   EXPECT_EQ(m.layout.ring_stages,
             (232448 - cuda::kStaticSmemReserve - scratch - 64) / (40016 + 16));

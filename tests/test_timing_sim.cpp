@@ -10,6 +10,7 @@
 #include "amk/model_config.h"
 #include "amk/model_presets.h"
 #include "amk/timing_sim.h"
+#include "vm/cuda/marshal.h"
 
 namespace amk::sim {
 namespace {
@@ -343,7 +344,10 @@ TEST(TimingSim, TheRingBoundsThePrefetch) {
   SimConstants c = clean_constants();
   c.per_sm_gbs = 100;
   c.copy_latency_us = 2;
-  const int64_t ring = 5 * 32768, bytes = 2 * ring;
+  // The ring as the loader lays it out for this program (what the simulator takes, too).
+  const cuda::MegakernelLayout l = cuda::marshal(prefetch_program(1, 0), cuda::MarshalLimits{}).layout;
+  ASSERT_EQ(l.chunk_bytes, 32768);
+  const int64_t ring = int64_t(l.ring_stages) * l.chunk_bytes, bytes = 2 * ring;
   const double fetch_rate = 32768.0 / c.copy_latency_us;
   const SimResult r = run(prefetch_program(1, bytes), c);
   const double busy = double(r.stamps[1].op_end - r.stamps[1].op_begin) / 1e3;

@@ -252,23 +252,17 @@ int32_t int32_scalar_buffer(const Program& program, const IdMaps& ids, std::stri
   return -1;
 }
 
-// The op scratch a GEMV-family tile needs: x (after any fused prologue) as fp32, rows * K
-// floats, the small reductions, and the dot-product partials: one per weight row the tile reads
-// (a GLU tile's gate and up rows), or over the ring one per (row, 32-vector strip of it)
-// (ops/gemv.cuh).
+// The op scratch a GEMV-family tile needs (ops/scratch.h gemv_scratch_floats): its partials
+// counted per ring strip, the larger of its two paths, since whether its rows stream through the
+// ring is known only once the buffers have addresses (task_records).
 int64_t gemv_scratch_bytes(const Task& t, const IdMaps& ids) {
   const int64_t K = std::max<int64_t>(t.params.get_int("K", 0), 1);
-  const Buffer& x = *ids.buffer_by_id.at(t.inputs.at(0));
-  // COMBINE_GEMV_ADD_TILE's input 0 is a stack of partials that it merges into one row.
-  const int64_t rows =
-      t.op == Op::COMBINE_GEMV_ADD_TILE ? 1 : std::max<int64_t>(x.numel() / K, 1);
   const int64_t n_tile = std::clamp<int64_t>(t.params.get_int("N_tile", 1), 1, 1 << 16);
   const size_t wi = gemv_weight_input(t.op);
   const int64_t bits = t.inputs.size() > wi ? dtype_bits(ids.buffer_by_id.at(t.inputs[wi])->dtype)
                                             : 32;
   const int64_t strips = gemv_strips_per_row(K * std::max<int64_t>(bits, 8) / 8);
-  const int64_t partials = n_tile * gemv_weight_count(t.op) * std::max<int64_t>(strips, 1);
-  return rows * K * 4 + kSmallOpScratch + partials * 4;
+  return 4 * gemv_scratch_floats(K, n_tile * gemv_weight_count(t.op), std::max<int64_t>(strips, 1));
 }
 
 // The op scratch a task needs in shared memory (bytes); ops/scratch.h says what each device op

@@ -794,8 +794,8 @@ __device__ inline void op_gemv(const OpContext& c, Gate&& pass_gate) {
   using namespace gemv_detail;
   Gemv g;
   resolve(c, g);
-  // Scratch: [red: 32 floats][x: K floats][row partials: one per body row, or one per body row
-  // and strip]
+  // Scratch (scratch.h gemv_scratch_floats): [red: 32 floats][x: K floats][row partials: one
+  // per body row, or one per body row and strip]
   float* red = c.scratch;
   float* xs = c.scratch + kReduceFloats;
   float* part = xs + g.K;

@@ -31,6 +31,15 @@ inline constexpr int kReductionScratchBytes = 32 * 4 + 32 * 4;
 // (ops/gemv.cuh; the loader checks that they fit, gemv_tile_check.cpp).
 inline constexpr int kGemvReduceFloats = 32;
 
+// A GEMV-family tile's op scratch in floats, the one formula the loader sizes the layout by
+// (marshal.cpp) and checks each tile against (gemv_tile_check.cpp): block_sum's floats, x (one
+// activation row of K, rebuilt for each row), then a dot-product partial per (weight row,
+// segment): `weight_rows` is N_tile, twice that for a GLU tile's gate and up rows; `segments` is
+// 1 without the ring, its strips per row (gemv_strips_per_row) over it.
+constexpr long long gemv_scratch_floats(long long K, long long weight_rows, long long segments) {
+  return kGemvReduceFloats + K + weight_rows * segments;
+}
+
 // SAMPLE_ARGMAX sampling (flags bit 1, ops/sampling.cuh): 8 uint64 sums per warp.
 inline constexpr int kSampleScratchBytes = 32 * 8 * 8;
 
