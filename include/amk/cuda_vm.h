@@ -71,6 +71,11 @@ struct CudaVmOptions {
   bool weight_ring = true;
   // TEST-ONLY: load a program validate() rejects (to trip the watchdog on purpose).
   bool testing_skip_validation = false;
+  // TEST-ONLY: refill the activation arena with NaN (0xFF bytes) before every launch, not only
+  // at load. Activations live within a step (IR_SPEC), so results must not change; a task that
+  // reads before its producer's writes have reached it then sees NaN, where it would otherwise
+  // see the previous launch's value: the right one whenever a test repeats its tokens.
+  bool testing_poison_each_launch = false;
 };
 
 struct CudaRunResult {

@@ -507,6 +507,8 @@ CudaRunResult CudaVM::Impl::launch(int64_t position, int n_steps, std::vector<in
   if (d_profile != nullptr)
     check(cudaMemsetAsync(d_profile, 0, AMK_PROFILE_STAMPS * mp.instructions.size() * sizeof(uint64_t), stream),
           "cudaMemsetAsync(profile)");
+  if (options.testing_poison_each_launch && arena != nullptr)
+    check(cudaMemsetAsync(arena, 0xFF, size_t(mp.arena_bytes), stream), "cudaMemsetAsync(arena poison)");
 
   const cudaError_t launch_err = cuda::megakernel_launch(prog, mp.layout, stream);
   if (launch_err != cudaSuccess) {
