@@ -5,14 +5,13 @@
 #include <cstdint>
 
 #include "amk/op_traits.h"
+#include "vm/cuda/ops/buffer_dims.h"
 #include "vm/cuda/ops/gemv_strips.h"
 #include "vm/cuda/ops/scratch.h"
 
 namespace amk::cuda {
 
 namespace {
-
-int64_t last_dim(const amk_buffer_t& b) { return b.rank >= 1 ? b.shape[b.rank - 1] : b.numel; }
 
 std::string shape_of(const amk_buffer_t& b) {
   std::string s = "[";

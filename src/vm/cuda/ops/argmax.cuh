@@ -18,6 +18,7 @@
 
 #include <climits>
 
+#include "vm/cuda/ops/buffer_dims.h"
 #include "vm/cuda/ops/elementwise.cuh"
 #include "vm/cuda/ops/sampling.cuh"
 
@@ -119,7 +120,7 @@ __device__ inline void op_sample_argmax(const OpContext& c) {
   if (c.scratch_bytes < 32 * int(sizeof(float) + sizeof(int32_t))) return op_fail(c, code + 3);
   float* red_v = c.scratch;
   int32_t* red_i = reinterpret_cast<int32_t*>(c.scratch + 32);
-  const int64_t last = in.rank > 0 ? in.shape[in.rank - 1] : in.numel;
+  const int64_t last = last_dim(in);
   if ((p.flags & ~3) != 0) return op_fail(c, code + 4);
 
   if ((p.flags & 2) != 0) {  // sample: [pairs,] logits row, settings floats, settings ints
@@ -128,7 +129,7 @@ __device__ inline void op_sample_argmax(const OpContext& c) {
     const amk_buffer_t& logits = in_buf(c, first);
     const amk_buffer_t& floats = in_buf(c, first + 1);
     const amk_buffer_t& ints = in_buf(c, first + 2);
-    const int64_t v_last = logits.rank > 0 ? logits.shape[logits.rank - 1] : logits.numel;
+    const int64_t v_last = last_dim(logits);
     if (logits.numel < 1 || v_last != logits.numel || logits.numel > INT_MAX ||
         !is_f32_or_bf16(logits.dtype) || floats.dtype != AMK_DTYPE_F32 || floats.numel < 4 ||
         ints.dtype != AMK_DTYPE_I32 || ints.numel < 8)
@@ -164,7 +165,7 @@ __device__ inline void op_sample_argmax(const OpContext& c) {
     if (last != V || V > (int64_t(1) << 24) || !is_f32_or_bf16(in.dtype) || p.n_off < 0 ||
         int64_t(p.n_off) + p.N_tile > V)
       return op_fail(c, code + 1);
-    const int64_t out_last = out.rank > 0 ? out.shape[out.rank - 1] : out.numel;
+    const int64_t out_last = last_dim(out);
     if (out.dtype != AMK_DTYPE_F32 || out_last != 2 || p.m_off < 0 ||
         2 * (int64_t(p.m_off) + 1) > out.numel)
       return op_fail(c, code + 2);

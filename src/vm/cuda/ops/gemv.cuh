@@ -27,6 +27,7 @@
 #include <cstdint>
 
 #include "vm/cuda/ops/attention.cuh"
+#include "vm/cuda/ops/buffer_dims.h"
 #include "vm/cuda/primitives.cuh"
 #include "vm/cuda/sync.cuh"
 #include "vm/cuda/ops/gemv_strips.h"
@@ -100,10 +101,6 @@ struct XView {
 __device__ __forceinline__ XView x_view(const float* xs, const XLayout& l) {
   const float4* xs4 = reinterpret_cast<const float4*>(xs);
   return {xs4, xs4 + l.K8};
-}
-
-__device__ __forceinline__ int64_t last_dim(const amk_buffer_t& b) {
-  return b.rank >= 1 ? b.shape[b.rank - 1] : b.numel;
 }
 
 // Gathers the operands. The loader checked them when it built the task record

@@ -16,6 +16,7 @@
 // 3 a non-float operand, 4 op scratch smaller than the 32 floats of block_sum.
 #pragma once
 
+#include "vm/cuda/ops/buffer_dims.h"
 #include "vm/cuda/ops/elementwise.cuh"
 
 namespace amk::cuda {
@@ -28,8 +29,7 @@ __device__ inline void op_rmsnorm(const OpContext& c) {
   const amk_buffer_t& out = out_buf(c, 0);
   const int64_t hidden = c.inst->params.hidden;
   const float eps = c.inst->params.eps;
-  const int64_t last_dim = x.rank > 0 ? x.shape[x.rank - 1] : x.numel;
-  if (hidden < 1 || last_dim != hidden || x.numel % hidden != 0)
+  if (hidden < 1 || last_dim(x) != hidden || x.numel % hidden != 0)
     return op_fail(c, AMK_OP_RMSNORM * 16 + 1);
   if (w.numel != hidden || out.numel != x.numel) return op_fail(c, AMK_OP_RMSNORM * 16 + 2);
   if (!is_f32_or_bf16(x.dtype) || !is_f32_or_bf16(w.dtype) || !is_f32_or_bf16(out.dtype))
