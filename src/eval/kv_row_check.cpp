@@ -12,11 +12,16 @@
 namespace amk::eval {
 namespace {
 
-const Buffer& cache_of(const Program& program, int64_t layer, char k_or_v) {
+// Layer `layer`'s K or V cache; nullptr when the program has no buffer of its name.
+const Buffer* find_cache(const Program& program, int64_t layer, char k_or_v) {
   const std::string name = kv_cache_name(layer, k_or_v);
-  for (const Buffer& b : program.buffers)
-    if (b.name == name && b.kind == BufferKind::KV_CACHE) return b;
-  throw std::invalid_argument(fmt::format("the program has no KV cache '{}'", name));
+  for (const Buffer& b : program.buffers) {
+    if (b.name != name) continue;
+    if (b.kind != BufferKind::KV_CACHE)
+      throw std::invalid_argument(fmt::format("the program has no KV cache '{}'", name));
+    return &b;
+  }
+  return nullptr;
 }
 
 // The logit check's relative error (compare_logits) over the rows at `position` of every head
@@ -47,25 +52,22 @@ double row_error(const Buffer& cache, const Tensor& ours, const Tensor& ref, int
 
 std::vector<KvRowError> kv_row_errors(const Program& program, const BufferReader& ours,
                                       const BufferReader& reference, int64_t position) {
-  int64_t layers = 0;
-  while (true) {
-    const std::string name = kv_cache_name(layers, 'k');
-    if (std::none_of(program.buffers.begin(), program.buffers.end(),
-                     [&](const Buffer& b) { return b.name == name; }))
-      break;
-    ++layers;
-  }
-  if (layers == 0) throw std::invalid_argument("the program has no KV caches");
   std::vector<KvRowError> out;
-  for (int64_t l = 0; l < layers; ++l) {
+  // Layers 0, 1, ... for as long as the program has their K cache.
+  for (int64_t l = 0;; ++l) {
+    const Buffer* k = find_cache(program, l, 'k');
+    if (k == nullptr) break;
+    const Buffer* v = find_cache(program, l, 'v');
+    if (v == nullptr)
+      throw std::invalid_argument(
+          fmt::format("the program has no KV cache '{}'", kv_cache_name(l, 'v')));
     KvRowError e;
     e.layer = l;
-    const Buffer& k = cache_of(program, l, 'k');
-    const Buffer& v = cache_of(program, l, 'v');
-    e.k_error = row_error(k, ours(k.id), reference(k.id), position);
-    e.v_error = row_error(v, ours(v.id), reference(v.id), position);
+    e.k_error = row_error(*k, ours(k->id), reference(k->id), position);
+    e.v_error = row_error(*v, ours(v->id), reference(v->id), position);
     out.push_back(e);
   }
+  if (out.empty()) throw std::invalid_argument("the program has no KV caches");
   return out;
 }
 
