@@ -2,6 +2,7 @@
 // transformers' logits (the fixtures' oracle), the ReferenceVM decoding the same program, the
 // host-driven greedy loop, the watchdog's wall clock. Every test skips where no usable GPU exists
 // (AMK_REQUIRE_GPU), so this binary runs, and says why it did nothing, everywhere.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -374,19 +375,21 @@ TEST(CudaVm, Qwen3FreshVmsFirstStepsMatchAWarmVm) {
     std::erase(c.fusion_grouping, combine);
     if (merge_in_o_proj) c.fusion_grouping.push_back(combine);
     const Program p = lower(ck.config(), c, device_target(), kContext, DType::BF16);
-    std::vector<std::vector<float>> warm;
+    using Pass = std::vector<std::vector<float>>;  // a pass's logits, position by position
+    Pass warm;
+    const auto expect_warm = [&](const Pass& pass, const std::string& what) {
+      for (size_t i = 0; i < tokens.size(); ++i)
+        EXPECT_LE(eval::compare_logits(warm[i], pass[i], kTolerance).relative_error, kTolerance)
+            << what << " differs from a warm VM's third pass at position " << i;
+    };
     {
       // Its first pass is also the process's first launches when this test runs alone.
       CudaDecoder d(ck, p);
       const auto first = run(d);
       const auto second = run(d);
       warm = run(d);
-      for (size_t i = 0; i < tokens.size(); ++i) {
-        EXPECT_LE(eval::compare_logits(warm[i], first[i], kTolerance).relative_error, kTolerance)
-            << "a VM's first and third passes differ at position " << i;
-        EXPECT_LE(eval::compare_logits(warm[i], second[i], kTolerance).relative_error, kTolerance)
-            << "a VM's second and third passes differ at position " << i;
-      }
+      expect_warm(first, "a VM's first pass");
+      expect_warm(second, "a VM's second pass");
     }
     double worst = 0.0;
     int failed = 0;
@@ -413,12 +416,9 @@ TEST(CudaVm, Qwen3FreshVmsFirstStepsMatchAWarmVm) {
       CudaVmOptions poison;
       poison.testing_poison_each_launch = true;
       CudaDecoder d(ck, p, poison);
-      for (int pass = 0; pass < 3; ++pass) {
-        const auto out = run(d);
-        for (size_t i = 0; i < tokens.size(); ++i)
-          EXPECT_LE(eval::compare_logits(warm[i], out[i], kTolerance).relative_error, kTolerance)
-              << "activations poisoned before every launch: pass " << pass << ", position " << i;
-      }
+      for (int pass = 0; pass < 3; ++pass)
+        expect_warm(run(d),
+                    fmt::format("pass {} with activations poisoned before every launch", pass));
     }
   }
 }
