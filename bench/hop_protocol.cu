@@ -23,7 +23,9 @@
 //            waited for (cp.async.bulk.wait_group 0), then the count: relaxed (what the
 //            megakernel's GEMV tiles did until 2a7a402; NOT a protocol either: the wait makes
 //            the writes visible to the storing thread only, and fresh qwen3 VMs read stale
-//            activations through it, docs/CUDA_VM.md) or release (what they do now).
+//            activations through it, docs/CUDA_VM.md) or the proxy fence and a release (what
+//            they did in 2a7a402, until the thirty-eighth session measured plain stores and the
+//            counter protocol faster and removed the stage).
 // Printed per protocol and bytes in flight: µs per hop (median CTA), and the stream's GB/s over
 // the chain (what the polling costs the weight stream). bench/RESULTS.md, twenty-second session:
 // on the H100 the release costs 1.7 µs a hop at 32 KiB in flight per SM and 4 µs at 64 KiB, far
@@ -72,9 +74,20 @@ __host__ __device__ constexpr bool is_counter(int p) {
 }
 
 // The kernel's own global_ns, consumer_sync / consumer_any (named barrier 1), load_acquire_gpu,
-// block_sum, fence_proxy_async_shared and bulk_store_s2g come with weight_ring.cuh; only the
-// relaxed accesses below are this file's.
+// block_sum and fence_proxy_async_shared come with weight_ring.cuh; the relaxed accesses and the
+// bulk store below (the kernel no longer has one) are this file's.
 __device__ __forceinline__ void bar_consumers() { consumer_sync(kConsumers); }
+// One bulk copy of `bytes` from shared memory to global memory (the TMA's store), waited for
+// until complete: its writes performed and visible to this thread. The caller fenced the shared
+// memory it wrote to the async proxy first (fence_proxy_async_shared, then a barrier).
+__device__ __forceinline__ void bulk_store_s2g(void* dst, const void* src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(
+                   __cvta_generic_to_global(dst)),
+               "r"(smem_address(src)), "r"(bytes)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
 __device__ __forceinline__ uint32_t ld_relaxed(const uint32_t* p) {
   uint32_t v;
   asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -189,7 +202,7 @@ __device__ void write_level(const Args& a, int l, float value, float* staged) {
   const int i = int(blockIdx.x) * kSlice + tid;
   if (a.protocol == kBulkRelaxed || a.protocol == kBulkRelease) {
     if (tid < kSlice) staged[tid] = value + float(tid);
-    fence_proxy_async_shared();  // the kernel's own fence and bulk store (sync.cuh)
+    fence_proxy_async_shared();  // the staged outputs, visible to the bulk copy
     bar_consumers();
     if (tid == 0) {
       bulk_store_s2g(a.fvec + int64_t(l) * kVec + int64_t(blockIdx.x) * kSlice, staged,
@@ -197,7 +210,10 @@ __device__ void write_level(const Args& a, int l, float value, float* staged) {
       if (a.protocol == kBulkRelaxed)
         asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(a.counters + l) : "memory");
       else
-        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(a.counters + l) : "memory");
+        asm volatile(
+            "fence.proxy.async.global;\n\t"
+            "red.release.gpu.global.add.u32 [%0], 1;" ::"l"(a.counters + l)
+            : "memory");
     }
   } else if (a.protocol == kCounter || a.protocol == kCounterNoFence) {
     if (tid < kSlice) a.fvec[int64_t(l) * kVec + i] = value + float(tid);

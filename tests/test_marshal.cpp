@@ -407,9 +407,12 @@ TEST(Marshal, ASharedMemoryBudgetTooSmallForTwoStagesIsRefused) {
                    "scratch "),
             std::string::npos)
       << e;
-  // 3072 + scratch 17984 + 2 x (32768 + 16) + 64 + the 16 + 8192-byte output stage fits
-  p.config->smem_bytes_per_block = 95000;
+  // 3072 + (scratch 17984 + 2 x (32768 + 16) + 64 bytes of ring bookkeeping, rounded up to 128)
+  // fits to the byte
+  p.config->smem_bytes_per_block = 3072 + 83712;
   EXPECT_EQ(marshal_error(p), "");
+  p.config->smem_bytes_per_block = 3072 + 83712 - 1;
+  EXPECT_NE(marshal_error(p).find("cannot hold"), std::string::npos) << marshal_error(p);
 }
 
 // Task records: queue order, the instruction and its packed descriptors (inputs, then outputs),

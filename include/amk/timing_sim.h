@@ -80,12 +80,6 @@ struct SimConstants {
   // gate passes) cost ~nothing where the GPU measured +12 % (smollm2-135m), +16 % (qwen3-0.6b),
   // +18 % (llama-3.2-1b). 0: no such delay.
   double stream_start_latencies = 0.0;
-  // Set, not fitted: 1 where the kernel signals a GEMV-family tile whose outputs are whole
-  // 16-byte words at a 16-byte offset (vm/cuda/megakernel_layout.h output_stage_fits) by bulk
-  // store and a relaxed count (the megakernel since 2026-11-27, bench/RESULTS.md twenty-third
-  // session): no release waits for the SM's weight copies, so such a tile's epilogue pays no
-  // epilogue_trips. 0: every task releases (the kernel the earlier cases were measured on).
-  double bulk_store_signal = 0.0;
 };
 
 // The fitted constants' names, in a fixed order (the fit's coordinates, the JSON's keys).

@@ -81,12 +81,11 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   // already stream >= 32 KiB (unchanged).
   constexpr int64_t kMinTileBytes = 16 * 1024;
   // Rows (a GLU tile: features) in multiples of 4: a tile's F32 outputs are then a whole number
-  // of 16-byte words at a 16-byte offset, so they leave in one bulk store whose completion the
-  // signal waits for instead of a gpu-scope release (vm/cuda/sync.cuh OutStage). Measured on the
-  // H100 (bench/RESULTS.md, twenty-third session), rounded tiles with the bulk store against
-  // the earlier tiles with releases: llama-3.2-1b -3.0 %, smollm2-135m -6.8 % (-3.4 % of it the
-  // rounding alone: q/k/v and o_proj 16 rows instead of 15, down_proj 8 instead of 6),
-  // qwen3-0.6b -4.7 % (its tiles were multiples of 4 already).
+  // of 16-byte words at a 16-byte offset. Measured on the H100 (bench/RESULTS.md, twenty-third
+  // session), the rounding alone: smollm2-135m -3.4 % (q/k/v and o_proj 16 rows instead of 15,
+  // down_proj 8 instead of 6). It was chosen for a bulk-store signal (-6.8 % with it, a race,
+  // gone since the thirty-eighth session: vm/cuda/sync.cuh publish_completion); the kernel
+  // without it was measured with these tiles only.
   constexpr int64_t kOutputGranule = 4;
   const auto granular = [&](int64_t rows) {
     return ceil_div(rows, kOutputGranule) * kOutputGranule;

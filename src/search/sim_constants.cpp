@@ -42,7 +42,6 @@ double* constant_field(SimConstants& c, const std::string& name) {
 
 const double* constant_field(const SimConstants& c, const std::string& name) {
   if (name == "ceiling_gbs") return &c.ceiling_gbs;
-  if (name == "bulk_store_signal") return &c.bulk_store_signal;
   if (name == "per_sm_gbs") return &c.per_sm_gbs;
   if (name == "task_fixed_us") return &c.task_fixed_us;
   if (name == "hop_us") return &c.hop_us;
@@ -98,8 +97,6 @@ SimConstants constants_from_json(std::string_view text, std::string_view source)
     if (!std::isfinite(v) || v < 0 || (is_rate(key) && key != "ceiling_gbs" && v <= 0))
       throw bad(fmt::format("constant \"{}\" = {} is out of range ({})", key, v,
                             is_rate(key) && key != "ceiling_gbs" ? "> 0" : ">= 0"));
-    if (key == "bulk_store_signal" && v != 0 && v != 1)
-      throw bad(fmt::format("constant \"bulk_store_signal\" = {} must be 0 or 1", v));
     *field = v;
   }
   // These came later: a file without them keeps the defaults.
@@ -119,7 +116,6 @@ std::string constants_to_json(const SimConstants& c, const std::string& fit_json
   j["target"] = c.target;
   nlohmann::ordered_json k = nlohmann::ordered_json::object();
   k["ceiling_gbs"] = c.ceiling_gbs;
-  k["bulk_store_signal"] = c.bulk_store_signal;
   for (const std::string& name : fitted_constant_names()) k[name] = *constant_field(c, name);
   j["constants"] = k;
   if (!fit_json.empty()) j["fit"] = nlohmann::ordered_json::parse(fit_json);

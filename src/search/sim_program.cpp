@@ -139,13 +139,6 @@ Prepared prepare(const Program& program, const GpuTarget& target, const SimOptio
         }
       }
       s.out_rows = double(std::max<int64_t>(width, 0));
-      // The output's element size: F32 (the lowering's activations) unless it says otherwise.
-      int64_t out_elem = 4;
-      if (!t.outputs.empty())
-        if (const auto out = buffers.find(t.outputs[0]); out != buffers.end())
-          out_elem = dtype_nbytes(out->second->dtype, 1);
-      s.bulk_signal = width > 0 && cuda::output_stage_fits(out_elem * t.params.get_int("n_off", 0),
-                                                           out_elem * width);
       s.weight_bytes = std::max(0.0, w);
       // x in F32 (two vectors for the SiLU prologue), plus what else the tile reads besides its
       // rows (a norm weight, a bias).

@@ -38,9 +38,6 @@ struct SimTask {
   double warp_scale = 1.0;
   bool slow_strips = false;
   double out_rows = 0;  // Stream: the output rows its epilogue writes (N_tile; GLU: features)
-  // Stream: its outputs may leave by bulk store (vm/cuda/megakernel_layout.h output_stage_fits),
-  // so with SimConstants::bulk_store_signal its epilogue has no release to wait for.
-  bool bulk_signal = false;
   // Stream: dependent L2 round trips its x-build makes beyond a copy's, each one a trip at its
   // SM's load (COMBINE_GEMV_ADD_TILE's merge: one a batch of kStackBatch partials a float4 a
   // thread, ops/gemv.cuh build_x_combine; a rebuilt x only: a cached one makes none).

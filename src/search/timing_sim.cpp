@@ -350,10 +350,8 @@ class Engine {
     body_end_abs_[size_t(ti)] = now_;
     s.phase = Phase::Post;
     const SimTask& t = p_.tasks[size_t(ti)];
-    // A tile that signals by bulk store waits for no release behind its SM's copies.
-    const double trips = t.bulk_signal && c_.bulk_store_signal > 0 ? 0.0 : c_.epilogue_trips;
     s.phase_end = now_ + c_.task_fixed_us + c_.epilogue_us_per_row * t.out_rows +
-                  trips * loaded_sm(slot);
+                  c_.epilogue_trips * loaded_sm(slot);
   }
 
   // The epilogue's release: the counter's signal, seen by its waiters one hop later.

@@ -22,8 +22,8 @@ namespace {
 
 constexpr int64_t kArenaAlignment = 256;   // cudaMalloc's alignment: every arena slot keeps it
 constexpr int kDefaultChunkBytes = 32768;  // one ring stage when every weight row fits
-// megakernel_smem_bytes()'s fixed tail: the ring's bookkeeping and the output stage.
-constexpr int kRingBookkeepingBytes = kRingStateBytes + kOutStageHeaderBytes + kOutStageBytes;
+// megakernel_smem_bytes()'s fixed tail: the ring's bookkeeping.
+constexpr int kRingBookkeepingBytes = kRingStateBytes;
 constexpr int kMbarrierBytesPerStage = 16;  // full + empty mbarrier
 // The floor for every op: the reductions (block_sum's 32 floats, SAMPLE_ARGMAX's per-warp
 // bests), also the GEMV's room beside its x vector.

@@ -194,7 +194,7 @@ __device__ __forceinline__ void run_consumers(const amk_program_t& prog, amk_tas
         return;
       }
       if (index == prog.sink_instruction && tid == 0) finish_decode_step(prog, s);
-      publish_completion(prog, out_counter, tid, ring_out_stage(ring));
+      publish_completion(prog, out_counter, tid);
       if (stamp) stamp[2] = global_ns();
     }
   }

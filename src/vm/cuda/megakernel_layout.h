@@ -28,28 +28,13 @@ struct MegakernelLayout {
   int prefetch_chunks = 4;
 };
 
-// The ring's bookkeeping (WeightRing) after its mbarriers, then the output stage (sync.cuh
-// OutStage): a GEMV tile's outputs gathered in shared memory and written by one bulk copy, whose
-// completion the task's signal waits for instead of a gpu-scope release. 16 bytes of header
-// (destination, bytes) and the outputs; a tile whose outputs do not fit stores them directly.
+// The ring's bookkeeping (WeightRing) after its mbarriers.
 inline constexpr int kRingStateBytes = 64;
-inline constexpr int kOutStageHeaderBytes = 16;
-inline constexpr int kOutStageBytes = 8192;
-// Whether a task's outputs, `bytes` (>= 1) at byte `offset` (an address, or an offset into a
-// 16-byte aligned buffer), may leave through the output stage: whole 16-byte words at a 16-byte
-// offset that the stage holds. The kernel decides by it at run time (ops/gemv.cuh finish_rows);
-// the derived default's tiles are chosen to pass it. A template, so the kernel tests its own
-// 32-bit byte count: the instructions of the kernel measured in bench/RESULTS.md (aa475fd).
-template <typename Offset, typename Bytes>
-constexpr bool output_stage_fits(Offset offset, Bytes bytes) {
-  return bytes <= Bytes(kOutStageBytes) && bytes % 16 == 0 && offset % 16 == 0;
-}
 // Total dynamic shared memory the layout needs: scratch + ring + 2 mbarriers per stage + the
-// ring's bookkeeping + the output stage, rounded up to 128. Defined inline so host planner and
+// ring's bookkeeping, rounded up to 128. Defined inline so host planner and
 // kernel agree.
 inline int megakernel_smem_bytes(const MegakernelLayout& l) {
-  const int raw = l.scratch_bytes + l.ring_stages * l.chunk_bytes + l.ring_stages * 16 +
-                  kRingStateBytes + kOutStageHeaderBytes + kOutStageBytes;
+  const int raw = l.scratch_bytes + l.ring_stages * l.chunk_bytes + l.ring_stages * 16 + kRingStateBytes;
   return (raw + 127) / 128 * 128;
 }
 

@@ -15,7 +15,6 @@
 
 #include "amk/abi.h"
 #include "vm/cuda/device_common.cuh"
-#include "vm/cuda/megakernel_layout.h"
 #include "vm/cuda/primitives.cuh"
 
 namespace amk::cuda {
@@ -164,64 +163,30 @@ __device__ __forceinline__ bool wait_for_previous_step(const amk_program_t& prog
   return !consumer_any(aborted, n_threads);
 }
 
-// A task's outputs staged for one bulk copy (the output stage of megakernel_layout.h, after the
-// ring's bookkeeping). IR_SPEC §8.1's signal orders a task's writes before its count. A GEMV
-// tile's outputs are one contiguous range: gathered in shared memory, they leave in one bulk copy
-// (the TMA's store); thread 0 waits for its completion, then counts with a release.
-//
-// The count was relaxed until the thirty-seventh session (the hand-off of Hazy Research's
-// megakernels: TMA store, full wait, relaxed add), to keep the release's fence from waiting for
-// the weight ring's copies in flight (1.7 of a 3.2 us hop on the H100, bench/hop_protocol.cu).
-// That is a race: cp.async.bulk.wait_group makes the writes visible to the executing thread
-// only, and a relaxed add orders nothing before it (nor the task's own generic stores, the KV
-// rows). Fresh VMs on the H200 read NaN-poisoned or last-step activations in their first
-// launches (qwen3-0.6b: 1 VM in 8; bench/RESULTS.md). So: the async proxy's writes into the
-// generic proxy (fence.proxy.async.global), then the release.
-struct OutStage {
-  void* dst;       // global destination, 16-byte aligned
-  uint32_t bytes;  // 0: nothing staged (the task wrote global memory itself: release)
-  uint32_t pad;
-  __device__ __forceinline__ uint8_t* data() {
-    return reinterpret_cast<uint8_t*>(this) + kOutStageHeaderBytes;
-  }
-};
-static_assert(sizeof(OutStage) == kOutStageHeaderBytes, "OutStage is the stage's header");
-
 // The generic proxy's shared-memory writes before it, ordered before the async proxy's (a bulk
 // copy's) reads after it.
 __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
-// One bulk copy of `bytes` from shared memory to global memory (the TMA's store), waited for
-// until complete: its writes performed and visible to this thread. The caller fenced the shared
-// memory it wrote to the async proxy first (fence_proxy_async_shared, then a barrier).
-__device__ __forceinline__ void bulk_store_s2g(void* dst, const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(
-                   __cvta_generic_to_global(dst)),
-               "r"(smem_address(src)), "r"(bytes)
-               : "memory");
-  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-}
-
 // Thread 0's half of a signal, for callers that have just passed a consumer barrier after the
-// instruction's last write: make every write of the CTA visible at gpu scope, then count. With
-// outputs staged (every writer fenced them to the async proxy before the barrier): their bulk
-// store, its completion, the proxy fence, then the same release.
+// instruction's last write: make every write of the CTA visible at gpu scope, then count.
+//
+// Every task writes its outputs with the threads' own stores. Until the thirty-seventh session
+// a GEMV tile or attention block whose outputs were whole 16-byte words gathered them in shared
+// memory and wrote them with one bulk copy (the TMA's store), waited for its completion and
+// counted relaxed (Hazy Research's hand-off), to keep the release's fence from waiting for the
+// weight ring's copies in flight (bench/hop_protocol.cu). That was a race: the wait makes the
+// writes visible to the issuing thread only, and fresh qwen3-0.6b VMs on the H200 read
+// NaN-poisoned or last-step activations through it (bench/RESULTS.md). Fenced and released
+// (fence.proxy.async.global, then the release) the bulk store no longer saved anything, and the
+// thirty-eighth session measured the plain stores faster: qwen3-0.6b -2.4 %, smollm2-135m
+// -1.7 %, llama-3.2-1b -0.2 % (H200).
 __device__ __forceinline__ void publish_completion(const amk_program_t& prog, int out_counter,
-                                                   int tid, OutStage* stage = nullptr) {
-  if (tid != 0) return;
-  const bool staged = stage != nullptr && stage->bytes != 0;
-  if (staged) {
-    bulk_store_s2g(stage->dst, stage->data(), stage->bytes);
-    stage->bytes = 0;
-  }
-  if (out_counter < 0) return;
-  if (staged) asm volatile("fence.proxy.async.global;" ::: "memory");
+                                                   int tid) {
+  if (tid != 0 || out_counter < 0) return;
   // A release RMW at gpu scope (IR_SPEC §8.1's fence + increment in one instruction): it orders
-  // every write the consumer barrier ordered before it (and the bulk store's, now this thread's
-  // generic view), and nothing waits for a result.
+  // every write the consumer barrier ordered before it, and nothing waits for a result.
   asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(prog.counters + out_counter)
                : "memory");
 }

@@ -18,6 +18,7 @@
 
 #include "amk/abi.h"
 #include "vm/cuda/device_common.cuh"
+#include "vm/cuda/megakernel_layout.h"
 #include "vm/cuda/primitives.cuh"
 #include "vm/cuda/sync.cuh"
 
@@ -94,11 +95,6 @@ struct WeightRing {
 };
 static_assert(sizeof(WeightRing) <= kRingStateBytes, "WeightRing must fit its 64 bytes");
 
-// The output stage (sync.cuh OutStage) follows the ring's bookkeeping (megakernel_layout.h).
-__device__ __forceinline__ OutStage* ring_out_stage(WeightRing* ring) {
-  return reinterpret_cast<OutStage*>(reinterpret_cast<uint8_t*>(ring) + kRingStateBytes);
-}
-
 // Stage index and phase bit; both sides advance identically over the same chunk sequence.
 struct RingCursor {
   int stage;
@@ -124,7 +120,6 @@ __device__ __forceinline__ void ring_init(WeightRing& r, uint8_t* stages, uint64
   r.prefetch_chunks = prefetch_chunks < 1 ? 1 : (prefetch_chunks > n_stages ? n_stages : prefetch_chunks);
   r.consumer_warps = consumer_warps;
   r.consumer_progress = 0;
-  ring_out_stage(&r)->bytes = 0;
   r.x_op = -1;
   r.consumer_stage = 0;
   r.consumer_phase = 0;

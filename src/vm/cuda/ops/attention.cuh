@@ -919,16 +919,9 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
     if (b + 1 < n_blocks) consumer_sync(c.n_threads);
   }
   mark_body_end(c);
-  // The output, from each thread's acc and the final m, l: into the output stage when the whole
-  // output is one 16-byte-aligned run that fits it, so it leaves in one bulk store (sync.cuh
-  // OutStage), else straight to global memory; a release counts it either way.
-  float* out = a.out;
+  // The output, from each thread's acc and the final m, l.
+  float* dst = a.out;
   const int width = a.partial ? D + 2 : D;
-  OutStage* stage = c.ring != nullptr ? ring_out_stage(c.ring) : nullptr;
-  const uint32_t bytes = uint32_t(H * width) * 4u;
-  const bool staged =
-      stage != nullptr && output_stage_fits(reinterpret_cast<uintptr_t>(out), bytes);
-  float* dst = staged ? reinterpret_cast<float*>(stage->data()) : out;
 #pragma unroll
   for (int t = 0; t < kAttnBlockItems; ++t) {
     if (item_h[t] < 0) break;
@@ -943,13 +936,6 @@ __device__ void attention_block(const OpContext& c, const AttentionShape& a) {
     } else {
       // An empty window leaves acc = 0, l = 0: attention over nothing is 0.
       dst[h * width + d] = acc[t] * (l > 0.0f ? 1.0f / l : 0.0f);
-    }
-  }
-  if (staged) {
-    fence_proxy_async_shared();  // this thread's staged outputs, visible to the bulk copy
-    if (c.tid == 0) {
-      stage->dst = out;
-      stage->bytes = bytes;
     }
   }
 }

@@ -488,16 +488,9 @@ __device__ __forceinline__ EarlyAddends early_addends(const OpContext& c, const 
 // partials, which doubles as the abort vote; false (on every thread) when the launch is aborting.
 __device__ __forceinline__ bool finish_rows(const OpContext& c, const Gemv& g, int64_t r,
                                             const float* part, int segs, bool aborted,
-                                            const EarlyAddends& early, OutStage* stage = nullptr) {
+                                            const EarlyAddends& early) {
   if (consumer_any(aborted, c.n_threads)) return false;
-  // With an output stage (sync.cuh OutStage), a row whose outputs are one 16-byte-aligned range
-  // that fits it is staged for the signal's bulk store instead of written here.
-  const bool bf16 = g.out->dtype == AMK_DTYPE_BF16;
   const int64_t first = r * g.out_cols + g.n_off;
-  uint8_t* dst = static_cast<uint8_t*>(g.out->ptr) + first * (bf16 ? 2 : 4);
-  const uint32_t bytes = uint32_t(g.N_tile) * (bf16 ? 2u : 4u);
-  const bool staged =
-      stage != nullptr && output_stage_fits(reinterpret_cast<uintptr_t>(dst), bytes);
   for (int j = c.tid; j < g.N_tile; j += c.n_threads) {
     float dot = 0.0f, up = 0.0f;
     for (int k = 0; k < segs; ++k) dot += part[j * segs + k];
@@ -505,19 +498,7 @@ __device__ __forceinline__ bool finish_rows(const OpContext& c, const Gemv& g, i
       for (int k = 0; k < segs; ++k) up += part[(g.N_tile + j) * segs + k];
     const float y =
         output_value(g, dot, up, early.loaded ? early.a : load_addends(c, g, r, j));
-    if (!staged)
-      store_f(*g.out, first + j, y);
-    else if (bf16)
-      reinterpret_cast<uint16_t*>(stage->data())[j] = float_to_bf16_bits(y);
-    else
-      reinterpret_cast<float*>(stage->data())[j] = y;
-  }
-  if (staged) {
-    fence_proxy_async_shared();  // this thread's staged outputs, visible to the bulk copy
-    if (c.tid == 0) {
-      stage->dst = dst;
-      stage->bytes = bytes;
-    }
+    store_f(*g.out, first + j, y);
   }
   return true;
 }
@@ -747,7 +728,7 @@ __device__ __forceinline__ bool gemv_from_ring(const OpContext& c, const Gemv& g
     default: ok = gemv_strips<kBf16, 0>(c, t, xs, part, cur, sp); break;
   }
   mark_body_end(c);
-  return finish_rows(c, g, 0, part, sp.S, !ok, early, ring_out_stage(c.ring));
+  return finish_rows(c, g, 0, part, sp.S, !ok, early);
 }
 
 // Step 2 from global memory for activation row r: warps take whole rows.
