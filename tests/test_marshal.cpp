@@ -17,6 +17,7 @@
 
 #include "amk/lowering.h"
 #include "amk/model_config.h"
+#include "amk/model_presets.h"
 #include "amk/op_traits.h"
 #include "vm/cuda/ops/gemv_strips.h"
 
@@ -331,10 +332,11 @@ TEST(Marshal, LayoutFitsTheOptInBudget) {
   const int64_t gemv = 64 * 4 + 256 + 4 * std::max<int64_t>(256, std::min<int64_t>(256 * 8, 1024));
   const int64_t scratch = std::max<int64_t>((64 + 12 + 4 + 320 + 2 * 64 * 2 * 16) * 4, gemv);
   EXPECT_EQ(scratch, 17984);
-  EXPECT_EQ(m.layout.scratch_bytes, scratch);
+  // Rounded up to 128, so that the ring's stages start 128-byte aligned.
+  EXPECT_EQ(m.layout.scratch_bytes, 18048);
   EXPECT_EQ(m.layout.chunk_bytes, 32768);
   EXPECT_EQ(m.layout.ring_stages,
-            (232448 - cuda::kStaticSmemReserve - scratch - 64) / (32768 + 16));
+            (232448 - cuda::kStaticSmemReserve - 18048 - 64) / (32768 + 16));
   EXPECT_LE(cuda::megakernel_smem_bytes(m.layout), 232448);
 }
 
@@ -380,7 +382,7 @@ TEST(Marshal, PrefetchKnobSetsItsOwnBound) {
 
 TEST(Marshal, AWeightRowWiderThanAChunkWidensTheChunk) {
   Program p = tiny_llama();
-  // Pretend the first GEMV has K = 10001: an F32 row of 40004 bytes, stage rounded to 16.
+  // Pretend the first GEMV has K = 10001: an F32 row of 40004 bytes, stage rounded to 128.
   int64_t n_tile = 0;
   for (Task& t : p.tasks)
     if (t.op == Op::GEMV_TILE) {
@@ -390,13 +392,13 @@ TEST(Marshal, AWeightRowWiderThanAChunkWidensTheChunk) {
     }
   ASSERT_GT(n_tile, 0);
   const MarshalledProgram m = cuda::marshal(p, h100_limits());
-  EXPECT_EQ(m.layout.chunk_bytes, 40016);
+  EXPECT_EQ(m.layout.chunk_bytes, 40064);
   // block_sum's 32 floats, x (one row of 10001), plus a partial per output row and 32-vector
-  // strip of it (40004 / 16 = 2500 vectors: 79 strips), rounded up to 16 bytes.
-  const int64_t scratch = (4 * (32 + 10001 + n_tile * 79) + 15) / 16 * 16;
+  // strip of it (40004 / 16 = 2500 vectors: 79 strips), rounded up to 128 bytes.
+  const int64_t scratch = (4 * (32 + 10001 + n_tile * 79) + 127) / 128 * 128;
   EXPECT_EQ(m.layout.scratch_bytes, scratch);
   EXPECT_EQ(m.layout.ring_stages,
-            (232448 - cuda::kStaticSmemReserve - scratch - 64) / (40016 + 16));
+            (232448 - cuda::kStaticSmemReserve - scratch - 64) / (40064 + 16));
 }
 
 TEST(Marshal, ASharedMemoryBudgetTooSmallForTwoStagesIsRefused) {
@@ -407,8 +409,8 @@ TEST(Marshal, ASharedMemoryBudgetTooSmallForTwoStagesIsRefused) {
                    "scratch "),
             std::string::npos)
       << e;
-  // 3072 + (scratch 17984 + 2 x (32768 + 16) + 64 bytes of ring bookkeeping, rounded up to 128)
-  // fits to the byte
+  // 3072 + (scratch 17984 rounded up to 128 + 2 x (32768 + 16) + 64 bytes of ring
+  // bookkeeping, rounded up to 128) fits to the byte
   p.config->smem_bytes_per_block = 3072 + 83712;
   EXPECT_EQ(marshal_error(p), "");
   p.config->smem_bytes_per_block = 3072 + 83712 - 1;
@@ -618,3 +620,20 @@ TEST(GemvStrips, PeriodIsSOverGcdUpToFour) {
   EXPECT_EQ(amk::cuda::gemv_strips_per_row(16), 1);
 }
 }  // namespace
+
+// Every ring stage of every preset's derived layout starts 128-byte aligned in shared memory
+// (megakernel_layout.h kRingStageAlignment): the scratch before the ring and the stage size are
+// multiples of 128, whatever the tasks' scratch needs add up to.
+TEST(Marshal, EveryPresetsRingStagesStart128ByteAligned) {
+  for (const char* name : {"llama-3.2-1b", "qwen3-0.6b", "smollm2-135m", "llama-3.1-8b",
+                           "qwen2.5-0.5b", "tiny"}) {
+    SCOPED_TRACE(name);
+    const ModelConfig m = parse_model_config(model_preset_config(name, "bfloat16"), name);
+    const GpuTarget& h100 = *find_target("h100");
+    const MarshalledProgram mp =
+        cuda::marshal(lower(m, default_schedule_config(m, h100, 512), h100, 512, DType::BF16),
+                      h100_limits());
+    EXPECT_EQ(mp.layout.scratch_bytes % 128, 0) << mp.layout.scratch_bytes;
+    EXPECT_EQ(mp.layout.chunk_bytes % 128, 0) << mp.layout.chunk_bytes;
+  }
+}

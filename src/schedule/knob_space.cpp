@@ -159,8 +159,10 @@ std::vector<KnobSpec> make_space() {
                                   kRingHeadroomBytes, 2 * kRingHeadroomBytes),
                       "dynamic shared memory per block (bounds the weight ring)",
                       {0, 65536, 131072, 196608}));
-  s.push_back(integer("stream_chunk_bytes", KnobEffect::Launch, 6, 1024, (1 << 20) - 16, 16, true,
-                      TargetCap::None, "0 (auto: 32 KiB) or a multiple of 16 in [1024, 1048560]",
+  // Multiples of 128: every stage starts 128-byte aligned (vm/cuda/megakernel_layout.h).
+  s.push_back(integer("stream_chunk_bytes", KnobEffect::Launch, 6, 1024, (1 << 20) - 128, 128,
+                      true, TargetCap::None,
+                      "0 (auto: 32 KiB) or a multiple of 128 in [1024, 1048448]",
                       "0", "bytes of one weight-ring stage (one bulk copy)",
                       // 32768 is what 0 picks: searching it would measure the default again.
                       {0, 8192, 16384, 65536}));

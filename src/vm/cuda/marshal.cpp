@@ -334,7 +334,7 @@ MegakernelLayout plan_layout(const Program& program, const IdMaps& ids,
       widest_row = std::max(widest_row, dtype_nbytes(w.dtype, t.params.get_int("K", 0)));
     }
   }
-  scratch = round_up(scratch, 16);
+  scratch = round_up(scratch, kRingStageAlignment);
   const int64_t room = budget - scratch - kRingBookkeepingBytes;  // for stages and mbarriers
   auto stages_for = [&](int64_t chunk) { return room / (chunk + kMbarrierBytesPerStage); };
 
@@ -342,8 +342,8 @@ MegakernelLayout plan_layout(const Program& program, const IdMaps& ids,
   int64_t chunk = configured_chunk > 0 ? configured_chunk : kDefaultChunkBytes;
   // A stage holds whole rows: widen it to the widest row when two such stages still fit;
   // otherwise those rows are not ring-eligible and their tiles read global memory directly.
-  if (widest_row > chunk && stages_for(round_up(widest_row, 16)) >= 2)
-    chunk = round_up(widest_row, 16);
+  if (widest_row > chunk && stages_for(round_up(widest_row, kRingStageAlignment)) >= 2)
+    chunk = round_up(widest_row, kRingStageAlignment);
   int64_t stages = stages_for(chunk);
   if (stages < 2)
     throw MarshalError(fmt::format("shared memory budget {} ({} of it the kernel's own) cannot "

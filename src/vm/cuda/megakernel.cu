@@ -241,8 +241,9 @@ namespace {
 
 bool layout_ok(const MegakernelLayout& l) {
   return l.consumer_threads >= 64 && l.consumer_threads <= kMaxConsumerThreads &&
-         l.consumer_threads % 32 == 0 && l.scratch_bytes >= 0 && l.scratch_bytes % 16 == 0 &&
-         l.ring_stages >= 0 && l.chunk_bytes >= 16 && l.chunk_bytes % 16 == 0 &&
+         l.consumer_threads % 32 == 0 && l.scratch_bytes >= 0 &&
+         l.scratch_bytes % kRingStageAlignment == 0 && l.ring_stages >= 0 &&
+         l.chunk_bytes >= kRingStageAlignment && l.chunk_bytes % kRingStageAlignment == 0 &&
          l.chunk_bytes <= kMaxTxBytes;
 }
 
