@@ -22,9 +22,6 @@ namespace {
 
 constexpr int64_t kArenaAlignment = 256;   // cudaMalloc's alignment: every arena slot keeps it
 constexpr int kDefaultChunkBytes = 32768;  // one ring stage when every weight row fits
-// megakernel_smem_bytes()'s fixed tail: the ring's bookkeeping.
-constexpr int kRingBookkeepingBytes = kRingStateBytes;
-constexpr int kMbarrierBytesPerStage = 16;  // full + empty mbarrier
 // The floor for every op: the reductions (block_sum's 32 floats, SAMPLE_ARGMAX's per-warp
 // bests), also the GEMV's room beside its x vector.
 constexpr int64_t kSmallOpScratch = kReductionScratchBytes;
@@ -335,7 +332,7 @@ MegakernelLayout plan_layout(const Program& program, const IdMaps& ids,
     }
   }
   scratch = round_up(scratch, kRingStageAlignment);
-  const int64_t room = budget - scratch - kRingBookkeepingBytes;  // for stages and mbarriers
+  const int64_t room = budget - scratch - kRingStateBytes;  // for stages and mbarriers
   auto stages_for = [&](int64_t chunk) { return room / (chunk + kMbarrierBytesPerStage); };
 
   const int64_t configured_chunk = program.config ? program.config->stream_chunk_bytes : 0;

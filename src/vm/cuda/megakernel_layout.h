@@ -28,8 +28,9 @@ struct MegakernelLayout {
   int prefetch_chunks = 4;
 };
 
-// The ring's bookkeeping (WeightRing) after its mbarriers.
+// The ring's bookkeeping (WeightRing) after its mbarriers, a full and an empty one a stage.
 inline constexpr int kRingStateBytes = 64;
+inline constexpr int kMbarrierBytesPerStage = 16;
 // Every ring stage starts 128-byte aligned in shared memory: the scratch before the ring and the
 // stage size are multiples of it. A warp's strip reads 32 lanes x 16 contiguous bytes of a
 // stage: 4 shared-memory wavefronts of 128 bytes where aligned, 5 where not. Measured on the
@@ -37,10 +38,10 @@ inline constexpr int kRingStateBytes = 64;
 // (its ring had started at 48 mod 128) -7.4 %, smollm2-135m (64) -1.0 %, llama-3.2-1b (0) 0.0 %.
 inline constexpr int kRingStageAlignment = 128;
 // Total dynamic shared memory the layout needs: scratch + ring + 2 mbarriers per stage + the
-// ring's bookkeeping, rounded up to 128. Defined inline so host planner and
-// kernel agree.
+// ring's bookkeeping, rounded up to 128. Defined inline so host planner and kernel agree.
 inline int megakernel_smem_bytes(const MegakernelLayout& l) {
-  const int raw = l.scratch_bytes + l.ring_stages * l.chunk_bytes + l.ring_stages * 16 + kRingStateBytes;
+  const int raw = l.scratch_bytes + l.ring_stages * (l.chunk_bytes + kMbarrierBytesPerStage) +
+                  kRingStateBytes;
   return (raw + 127) / 128 * 128;
 }
 
