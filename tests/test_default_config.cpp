@@ -54,8 +54,8 @@ TEST(DefaultScheduleConfig, Llama32_1bOnH100) {
   EXPECT_EQ(n_tile(c, "sample_argmax", "N_tile"), 972);
   EXPECT_EQ(n_tile(c, "attention", "kv_block"), 64);
   EXPECT_EQ(n_tile(c, "attention", "kv_heads"), 1);
-  // 8 blocks (one combine's worth): o_proj merges the partials, whatever the head width
-  // (qwen3-0.6b's 128).
+  // Split KV: o_proj merges the partials, whatever the head width (qwen3-0.6b's 128) and however
+  // many blocks (16 at 4,096 keys: no combine tree); one block: no combine at all.
   std::vector<std::vector<std::string>> groups{{"rmsnorm", "gemv"},
                                                {"gemv", "silu_mul"},
                                                {"gemv", "add"},
@@ -63,10 +63,11 @@ TEST(DefaultScheduleConfig, Llama32_1bOnH100) {
                                                {"attention_combine", "gemv"}};
   EXPECT_EQ(c.fusion_grouping, groups);
   EXPECT_EQ(default_schedule_config(preset("qwen3-0.6b"), h100(), 512).fusion_grouping, groups);
-  // 16 blocks (a combine tree's) at 4,096 keys: the combine level.
-  groups.pop_back();
   EXPECT_EQ(default_schedule_config(preset("llama-3.2-1b"), h100(), 4096).fusion_grouping, groups);
   EXPECT_EQ(default_schedule_config(preset("qwen3-0.6b"), h100(), 4096).fusion_grouping, groups);
+  EXPECT_EQ(default_schedule_config(preset("smollm2-135m"), h100(), 4096).fusion_grouping, groups);
+  groups.pop_back();
+  EXPECT_EQ(default_schedule_config(preset("llama-3.2-1b"), h100(), 64).fusion_grouping, groups);
   EXPECT_EQ(c.stream_bytes_in_flight, 65536);
   EXPECT_EQ(c.stream_prefetch_bytes_in_flight, 32768);
   // A long context doubles the block until the level's tasks (8 KV heads x blocks) fit the 132

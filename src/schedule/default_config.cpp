@@ -52,12 +52,12 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
       c.smem_bytes_per_block > 0 ? c.smem_bytes_per_block : target.smem_bytes_per_block_optin;
   // Split-KV blocks of 64 keys, each KV head its own task, the blocks doubled until the level's
   // tasks (KV heads x blocks) take one SM each: the level lasts one task's walk, and a task's walk
-  // is dependent compute (~2.2 µs a 64-key block), so two on an SM double it. More than 8 blocks
-  // merge through a two-level combine tree (kMaxKvBlocks at most), whose second level costs less
-  // than the shorter walks save now that the blocks come first in the list (lower.cpp): llama-3.2-1b
-  // at a 4,096 context on the H100, 256-key blocks (128 tasks, tree) 1297 µs/token against 512
-  // (64 tasks) 1356 and 128 (256 tasks) 1402 (bench/RESULTS.md, twenty-seventh session). A
-  // context of one block stays one task per layer.
+  // is dependent compute (~2.2 µs a 64-key block), so two on an SM double it (kMaxKvBlocks at
+  // most). Shorter walks beat fewer partials to merge: llama-3.2-1b at a 4,096 context on the
+  // H100, 256-key blocks (128 tasks) 1297 µs/token against 512 (64 tasks) 1356 and 128 (256
+  // tasks) 1402 (bench/RESULTS.md, twenty-seventh session, through a combine tree); on the H200
+  // with o_proj merging (thirty-ninth), 256-key blocks 1090.0 against 512's 1169.7 at positions
+  // ~3,928, 979.2 against 976.2 at 64..320. A context of one block stays one task per layer.
   // (parse_model_config fills num_key_value_heads from num_attention_heads where it is absent.)
   const int64_t kv_heads = std::max<int64_t>(1, m.num_key_value_heads);
   int64_t kv_block = 64;
@@ -170,12 +170,16 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   // nothing left to fuse and is not listed.
   c.fusion_grouping = {{"rmsnorm", "gemv"}, {"gemv", "silu_mul"}, {"gemv", "add"},
                        {"rope", "attention"}};
-  // o_proj merging the split-KV partials itself (no combine level) wherever one combine's worth
-  // of blocks (no tree) covers the context. H200, 512 tokens, same binary (bench/RESULTS.md):
+  // o_proj merging the split-KV partials itself (no combine level) wherever the KV is split. It
+  // merges only the blocks the step's position reached (ops/gemv.cuh build_x_combine), so a long
+  // context's tree (two more hops a layer at every position) costs more than the merge of up to
+  // 16 (32 with 3 KV heads) partials. H200, 512 tokens, same binary (bench/RESULTS.md):
   // smollm2-135m -4.8 %, llama-3.2-1b -1.4 % (thirty-third session); with 128-wide heads, once
   // the loader checked the GEMV tiles, qwen3-0.6b -2.8 % (3 rounds) and llama-3.1-8b -0.9 %
-  // (thirty-sixth; they had lost 0.7 % and 0.0 % on the kernel that checked on the device).
-  if (split_kv && kv_blocks <= kMaxInputs)
+  // (thirty-sixth). At a 4,096-token context, against the tree (thirty-ninth, H200): the 1B
+  // -5.4 % at positions 64..320 and -1.9 % at ~3,928 (2 rounds), qwen3-0.6b -7.8 % and
+  // smollm2-135m -14.7 % at 64..320 (1 round).
+  if (split_kv)
     c.fusion_grouping.push_back({"attention_combine", "gemv"});
   // Round robin (task i on SM i mod SMs): each level's tiles, about one per SM, land one per SM
   // in list order. Chosen by measurement: three fresh A/B runs on the H100 against critical_path
