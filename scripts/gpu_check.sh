@@ -166,13 +166,15 @@ done
 # run found the softmax's ms hazard (thirty-seventh session). Its checks hold the logits to the
 # CPU reference.
 if wanted sanitizers && command -v compute-sanitizer >/dev/null; then
+  bf16_checks=(0 1 65)
   run_step racecheck-bf16 120 compute-sanitizer --tool racecheck --error-exitcode 99 \
-    "$amk" bench --preset tiny --preset-dir "$work/tiny" --check-positions 0,1,65 --context 512 \
+    "$amk" bench --preset tiny --preset-dir "$work/tiny" \
+    --check-positions "$(IFS=,; echo "${bf16_checks[*]}")" --context 512 \
     --tokens 8 --warmup 0 --tokens-per-launch 8 --results /dev/null --no-weight-ring
   rc=$?
   errors=$(grep -oE 'RACECHECK SUMMARY: [0-9]+' "$logs/racecheck-bf16.log" | grep -oE '[0-9]+$' | tail -1)
   checks=$(grep -cE '^check .*: ok$' "$logs/racecheck-bf16.log")
-  record "racecheck bf16" "$(verdict_of $rc)" "hazards: ${errors:-?}, checks ok: ${checks:-0} of 3"
+  record "racecheck bf16" "$(verdict_of $rc)" "hazards: ${errors:-?}, checks ok: ${checks:-0} of ${#bf16_checks[@]}"
 fi
 
 # ---- benchmarks -------------------------------------------------------------------------------
