@@ -234,6 +234,25 @@ TEST(DefaultScheduleConfig, EveryLevelUsesAboutEverySm) {
   }
 }
 
+// The default context of run / generate / serve (4,096 tokens, 16 or 32 blocks a KV head): the
+// derived program validates, and its o_proj tiles merge the partials (no ATTENTION_COMBINE
+// task: a combine tree would add two levels a layer at every position).
+TEST(DefaultScheduleConfig, ALongContextsPartialsAreMergedByOProj) {
+  for (const char* name : {"llama-3.2-1b", "qwen3-0.6b", "smollm2-135m", "llama-3.1-8b"}) {
+    SCOPED_TRACE(name);
+    const ModelConfig m = preset(name);
+    const Program p = lower(m, default_schedule_config(m, h100(), 4096), h100(), 4096);
+    EXPECT_TRUE(validate(p).ok);
+    int64_t combines = 0, merging_tiles = 0;
+    for (const Task& t : p.tasks) {
+      combines += t.op == Op::ATTENTION_COMBINE;
+      merging_tiles += t.op == Op::COMBINE_GEMV_ADD_TILE;
+    }
+    EXPECT_EQ(combines, 0);
+    EXPECT_GE(merging_tiles, m.num_hidden_layers);
+  }
+}
+
 // Where the attention level's block tasks take at most half the SMs and the wider q/k/v tile
 // still fits the weight ring, the q/k/v tiles leave them SMs of their own: in every layer of the
 // round_robin program no SM that runs a q/k/v tile runs one of that layer's block tasks.
