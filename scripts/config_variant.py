@@ -2,7 +2,7 @@
 """Writes a ScheduleConfig variant: BASE's JSON with comma-separated KEY=VALUE overrides of its
 integer keys (a dotted KEY sets a nested one: tiling.attention.kv_block=128), and
 fusion_grouping+=A+B items that append the fusion group [A, B] (fusion_grouping+=attention_combine+gemv),
-and -KEY items that remove a (dotted) key (-tiling.down_proj). Used by
+fusion_grouping-=A+B items that remove it (the base must list it), and -KEY items that remove a (dotted) key (-tiling.down_proj). Used by
 scripts/gpu_sweep.sh and scripts/gpu_ab.sh, which run on the GPU machine (its python3 alone).
 
     config_variant.py BASE DST VARIANT     (VARIANT "base": BASE unchanged)
@@ -24,12 +24,20 @@ def main() -> int:
         return 2
     if variant != "base":
         for kv in variant.split(","):
-            if kv.startswith("fusion_grouping+="):
+            if kv.startswith(("fusion_grouping+=", "fusion_grouping-=")):
                 group = kv[len("fusion_grouping+="):].split("+")
                 if not all(group):
                     print(f"config_variant: '{kv}' names an empty op", file=sys.stderr)
                     return 2
-                config.setdefault("fusion_grouping", []).append(group)
+                groups = config.setdefault("fusion_grouping", [])
+                if kv[len("fusion_grouping")] == "+":
+                    groups.append(group)
+                elif group in groups:
+                    groups.remove(group)
+                else:
+                    print(f"config_variant: '{kv}' removes a fusion group the base config does "
+                          "not have", file=sys.stderr)
+                    return 2
                 continue
             if kv.startswith("-"):
                 *path, leaf = kv[1:].split(".")

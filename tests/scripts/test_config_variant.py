@@ -58,6 +58,16 @@ class ConfigVariant(unittest.TestCase):
                 self.assertIn("does not have", r.stderr)
                 self.assertIsNone(out)
 
+    def test_fusion_grouping_items_remove_a_group(self):
+        base = dict(BASE, fusion_grouping=[["rmsnorm", "gemv"], ["attention_combine", "gemv"]])
+        r, out = self.run_variant("fusion_grouping-=attention_combine+gemv", base)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(out["fusion_grouping"], [["rmsnorm", "gemv"]])
+        r, out = self.run_variant("fusion_grouping-=gemv+silu_mul", base)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("does not have", r.stderr)
+        self.assertIsNone(out)
+
     def test_base_copies_the_base(self):
         r, out = self.run_variant("base")
         self.assertEqual(r.returncode, 0, r.stderr)
