@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes a ScheduleConfig variant: BASE's JSON with comma-separated KEY=VALUE overrides of its
-integer keys (a dotted KEY sets a nested one: tiling.attention.kv_block=128), and
-fusion_grouping+=A+B items that append the fusion group [A, B] (fusion_grouping+=attention_combine+gemv),
-fusion_grouping-=A+B items that remove it (the base must list it), and -KEY items that remove a (dotted) key (-tiling.down_proj). Used by
+integer keys (a dotted KEY sets a nested one: tiling.attention.kv_block=128),
+fusion_grouping+=A+B items that append the fusion group [A, B]
+(fusion_grouping+=attention_combine+gemv), fusion_grouping-=A+B items that remove it (the base
+must list it), and -KEY items that remove a (dotted) key (-tiling.down_proj). Used by
 scripts/gpu_sweep.sh and scripts/gpu_ab.sh, which run on the GPU machine (its python3 alone).
 
     config_variant.py BASE DST VARIANT     (VARIANT "base": BASE unchanged)
@@ -25,12 +26,12 @@ def main() -> int:
     if variant != "base":
         for kv in variant.split(","):
             if kv.startswith(("fusion_grouping+=", "fusion_grouping-=")):
-                group = kv[len("fusion_grouping+="):].split("+")
+                sign, group = kv[len("fusion_grouping")], kv[len("fusion_grouping+="):].split("+")
                 if not all(group):
                     print(f"config_variant: '{kv}' names an empty op", file=sys.stderr)
                     return 2
                 groups = config.setdefault("fusion_grouping", [])
-                if kv[len("fusion_grouping")] == "+":
+                if sign == "+":
                     groups.append(group)
                 elif group in groups:
                     groups.remove(group)

@@ -40,7 +40,8 @@ void expect_projection_tiles(const ScheduleConfig& c, const std::array<int64_t, 
     EXPECT_EQ(n_tile(c, kProjections[i], "N_tile"), want[i]) << kProjections[i];
 }
 
-// Llama-3.2-1B on 132 SMs, by hand (rows in multiples of 4: whole 16-byte words of F32 outputs): 512 keys -> 8 blocks of 64 x 8 KV heads = 64 attention block tasks (<= 66, half the
+// Llama-3.2-1B on 132 SMs, by hand (rows in multiples of 4: whole 16-byte words of F32
+// outputs): 512 keys -> 8 blocks of 64 x 8 KV heads = 64 attention block tasks (<= 66, half the
 // SMs), so q/k/v 2048 + 2 x 512 rows go over the other 68: ceil(3072 / 68) = 46 -> 48 rows
 // (43 + 11 + 11 = 65 tiles <= 68); gate/up 2 x 8192 ->
 // ceil(16384 / 132) = 125 rows a SM -> GLU tiles of ceil(125 / 2) = 63 -> 64 features (128 rows:
