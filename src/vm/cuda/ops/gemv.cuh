@@ -193,7 +193,11 @@ constexpr int kNormVecs = 2;
 // floats is 8-byte aligned, not 16), kStackVecs float4s' worth of a batch before using any: the
 // partials were just written by other SMs, so each batch is one L2 round trip. (Two float4s a
 // thread in flight spilled the 256-thread build, stack 96 -> 192 bytes; as a call, worse.)
-constexpr int kStackBatch = 4;
+// 6 a batch against 4, measured on the H200 (bench/RESULTS.md, fortieth session): llama-3.2-1b
+// at ~3,928 of a 4,096 context (16 live partials: 3 round trips a float4 instead of 4) -0.9 %
+// over 2 rounds; at 512 (positions 64..320) 1B / qwen3 / smollm2 -0.1 / +0.6 / +0.3 %, noise.
+// 8 spilled the 256-thread build (18 instructions).
+constexpr int kStackBatch = 6;
 constexpr int kStackVecs = 1;
 __device__ __forceinline__ void build_x_combine(const float* parts, int64_t parts_numel, int hd,
                                              int nh, int K, int window, const amk_program_t* prog,
