@@ -70,7 +70,9 @@ TEST(Abi, ParamsStructFollowsParamFieldsOrder) {
   EXPECT_EQ(offsetof(amk_params_t, group), 4 * index_of("group"));
   EXPECT_EQ(offsetof(amk_params_t, eps), 4 * index_of("eps"));
   EXPECT_EQ(offsetof(amk_params_t, theta), 4 * index_of("theta"));
-  EXPECT_EQ(sizeof(amk_params_t), 4 * f.size());
+  EXPECT_EQ(offsetof(amk_params_t, kv_stride), 4 * index_of("kv_stride"));
+  // Three reserved words after the floats keep a task record's descriptors 16-byte aligned.
+  EXPECT_EQ(sizeof(amk_params_t), 4 * f.size() + 12);
 }
 
 }  // namespace

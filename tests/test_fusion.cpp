@@ -273,6 +273,96 @@ TEST_P(FusedAttentionSplit, OprojMergesThePartials) {
   }
 }
 
+// Strided blocks (tiling.attention.kv_run 2 of kv_block 4 at 12 keys: block b holds positions
+// 2b, 2b + 1, 2b + 6, 2b + 7): the program validates, each block task carries the window's
+// stride, and the logits stay within fp32 noise of the contiguous blocks' program (the same
+// keys, merged in another grouping) at every position, with the plain and the fused attention,
+// merged by ATTENTION_COMBINE or by o_proj.
+TEST_P(FusedAttentionSplit, StridedBlocksKeepTheLogits) {
+  const std::string name = GetParam();
+  const Checkpoint ck = Checkpoint::open(kFixtures / name);
+  const ExpectedOutputs e = load_expected(kFixtures / name / "expected.safetensors");
+  for (bool rope_attention : {false, true})
+    for (bool merge_in_oproj : {false, true}) {
+      SCOPED_TRACE(std::string(rope_attention ? "fused" : "plain") + " attention, " +
+                   (merge_in_oproj ? "o_proj merges" : "combine"));
+      ScheduleConfig contiguous = with({{"rmsnorm", "gemv"}, {"silu_mul", "gemv"}, {"gemv", "add"}});
+      if (rope_attention) contiguous.fusion_grouping.push_back({"rope", "attention"});
+      if (merge_in_oproj) contiguous.fusion_grouping.push_back({"attention_combine", "gemv"});
+      ScheduleConfig strided = contiguous;
+      contiguous.tiling.push_back({"attention", {{"kv_block", 4}, {"kv_heads", 1}}});
+      strided.tiling.push_back({"attention", {{"kv_block", 4}, {"kv_heads", 1}, {"kv_run", 2}}});
+      const Program a_prog = lower(ck.config(), contiguous, h100(), kContext);
+      const Program b_prog = lower(ck.config(), strided, h100(), kContext);
+      ASSERT_TRUE(valid_without_warnings(b_prog));
+      int64_t strided_tasks = 0;
+      for (const Task& t : b_prog.tasks)
+        if (t.op == Op::ATTENTION_TILE || t.op == Op::ROPE_KV_ATTENTION_TILE) {
+          EXPECT_EQ(t.params.get_int("kv_stride", 0), 6) << t.label;
+          EXPECT_EQ(t.params.get_int("kv_len", 0), 2) << t.label;
+          ++strided_tasks;
+        }
+      EXPECT_EQ(strided_tasks, 3 * ck.config().num_key_value_heads * ck.config().num_hidden_layers);
+      expect_teacher_forced_within(ck, e, a_prog, b_prog);
+    }
+}
+
+// The strided runs are what keeps the fused attention's cache writes race-free: a block moved
+// onto another block's runs (one counter for all of a head group's blocks) is reported, and a
+// stride shorter than a run is refused by the param check.
+TEST(FusedAttentionSplit, OverlappingStridedRunsAreReported) {
+  const Checkpoint ck = Checkpoint::open(kFixtures / "tiny-llama");
+  ScheduleConfig c = with({{"rope", "attention"}});
+  c.tiling.push_back({"attention", {{"kv_block", 4}, {"kv_heads", 1}, {"kv_run", 2}}});
+  const Program good = lower(ck.config(), c, h100(), kContext);
+  ASSERT_TRUE(validate(good).ok) << validate(good).report();
+    // Block 1's runs [2, 4) and [8, 10) moved to [6, 8) and [12, ...): its second run would pass
+  // the cache, so it has one run, [6, 8), block 0's second.
+  Program shifted = good;
+  bool moved = false;
+  for (Task& t : shifted.tasks)
+    if (t.label == "L0.attention[h0][kv1]") {
+      t.params.set_int("kv_start", 6);
+      moved = true;
+    }
+  ASSERT_TRUE(moved);
+  const ValidationResult v = validate(shifted);
+  EXPECT_FALSE(v.ok);
+  EXPECT_NE(v.report().find("WAW race on buffer #13 ('layers.0.k_cache'): writers 9 "
+                            "(L0.attention[h0][kv0]) and 10 (L0.attention[h0][kv1])"),
+            std::string::npos)
+      << v.report();
+  // Runs of 2 every 1 position would overlap themselves.
+  Program short_stride = good;
+  for (Task& t : short_stride.tasks)
+    if (t.label == "L0.attention[h0][kv1]") t.params.set_int("kv_stride", 1);
+  const ValidationResult w = validate(short_stride);
+  EXPECT_FALSE(w.ok);
+  EXPECT_NE(w.report().find("kv_stride 1"), std::string::npos) << w.report();
+}
+
+// kv_run needs a split it divides, and a split that divides the context.
+TEST(FusedAttentionSplit, KvRunOutsideItsRangeIsNamed) {
+  const Checkpoint ck = Checkpoint::open(kFixtures / "tiny-llama");
+  const auto error = [&](int64_t block, int64_t run) {
+    ScheduleConfig c = with({});
+    c.tiling.push_back({"attention", {{"kv_block", block}, {"kv_run", run}}});
+    try {
+      lower(ck.config(), c, h100(), kContext);
+    } catch (const LoweringError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error(4, 2), "");
+  EXPECT_NE(error(4, 3).find("tiling.attention.kv_run 3"), std::string::npos);   // 3 does not divide 4
+  EXPECT_NE(error(5, 5).find("tiling.attention.kv_run 5"), std::string::npos);   // 5 does not divide 12
+  EXPECT_NE(error(12, 4).find("tiling.attention.kv_run 4"), std::string::npos);  // one block
+  ScheduleConfig no_block = with({});
+  no_block.tiling.push_back({"attention", {{"kv_heads", 1}, {"kv_run", 2}}});
+  EXPECT_THROW(lower(ck.config(), no_block, h100(), kContext), LoweringError);
+}
+
 // The block tasks' slabs of the stack are what keeps them race-free under one counter: two
 // tasks claiming one slab's rows are reported.
 TEST(FusedAttentionSplit, TwoBlocksOnOneSlabOfTheStackAreAReportedOverlap) {

@@ -75,10 +75,11 @@ TEST(IrRegistry, ArityAndRequiredParamsMatchTheSpec) {
 
 TEST(IrRegistry, ParamFieldsInAbiOrder) {
   const auto& f = param_fields();
-  ASSERT_EQ(f.size(), 22u);
+  ASSERT_EQ(f.size(), 23u);
   EXPECT_EQ(f.front().name, "K");
   EXPECT_EQ(f[18].name, "dim");
-  EXPECT_EQ(f[19].name, "eps");
+  EXPECT_EQ(f[19].name, "kv_stride");  // IR 0.11.0: the last int32
+  EXPECT_EQ(f[20].name, "eps");
   EXPECT_EQ(f.back().name, "theta");
   EXPECT_EQ(param_field_type("pos"), ParamType::Int32);
   EXPECT_EQ(param_field_type("scale"), ParamType::Real);
@@ -136,8 +137,8 @@ TEST(IrBuilder, DenseIdsAndTotals) {
   EXPECT_EQ(p.buffers[1].source, "proj.weight");
   EXPECT_EQ(p.total_weight_bytes(), 512);
   EXPECT_EQ(p.total_est_bytes(), 512);
-  EXPECT_EQ(p.ir_version, "0.10.0");
-  EXPECT_EQ(p.abi_version, "0.11");
+  EXPECT_EQ(p.ir_version, "0.11.0");
+  EXPECT_EQ(p.abi_version, "0.12");
 }
 
 }  // namespace

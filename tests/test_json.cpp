@@ -188,8 +188,8 @@ TEST(JsonWrite, LayoutIsPythonIndent2InToDictOrder) {
   const int64_t c = p.new_counter("done");
   p.add_task(Op::COPY, {x}, {y}, c, {}, {}, "copy");
   const std::string expected = R"({
-  "ir_version": "0.10.0",
-  "abi_version": "0.11",
+  "ir_version": "0.11.0",
+  "abi_version": "0.12",
   "meta": {
     "model": "m"
   },
@@ -252,7 +252,7 @@ TEST(JsonWrite, LayoutIsPythonIndent2InToDictOrder) {
 
 TEST(JsonWrite, EmptyProgram) {
   EXPECT_EQ(program_to_json(Program{}),
-            "{\n  \"ir_version\": \"0.10.0\",\n  \"abi_version\": \"0.11\",\n  \"meta\": {},\n"
+            "{\n  \"ir_version\": \"0.11.0\",\n  \"abi_version\": \"0.12\",\n  \"meta\": {},\n"
             "  \"target\": null,\n  \"buffers\": [],\n  \"counters\": [],\n  \"tasks\": [],\n"
             "  \"pages\": null,\n  \"config\": null\n}");
 }
@@ -835,7 +835,7 @@ TEST(JsonVersions, NewerMinorLoadsWithWarningsAndDropsUnknownFields) {
   const LoadResult r = program_from_json(read_data("newer_minor.json"));
   ASSERT_TRUE(r) << r.error;
   const std::string all = join(r.warnings);
-  EXPECT_TRUE(has_warning(r, "$.ir_version: the file is IR 0.11.0, newer than this build's 0.10.0"))
+  EXPECT_TRUE(has_warning(r, "$.ir_version: the file is IR 0.12.0, newer than this build's 0.11.0"))
       << all;
   EXPECT_TRUE(has_warning(r, R"($.target: unknown field "tma_units" dropped)")) << all;
   EXPECT_TRUE(has_warning(r, R"($.target: unknown field "nvlink_gbs" dropped)")) << all;
@@ -848,7 +848,7 @@ TEST(JsonVersions, NewerMinorLoadsWithWarningsAndDropsUnknownFields) {
                              R"(version of the format) (2 times, first at $.buffers[0]))"))
       << all;
   EXPECT_EQ(r.warnings.size(), 8u) << all;
-  EXPECT_EQ(r.program->ir_version, "0.11.0");  // kept, as the reference keeps it
+  EXPECT_EQ(r.program->ir_version, "0.12.0");  // kept, as the reference keeps it
   EXPECT_EQ(r.program->target->num_sms, 132);
   EXPECT_EQ(std::get<std::string>(r.program->config->sm_assignment), "round_robin");
   // and the known fields round-trip
@@ -895,15 +895,15 @@ TEST(JsonVersions, MajorMismatchIsRefused) {
 
 TEST(JsonVersions, OlderAndEqualVersionsLoadQuietly) {
   for (const char* v :
-       {"0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.4.7", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0", "0.10.0", "0"}) {
+       {"0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.4.7", "0.5.0", "0.6.0", "0.7.0", "0.8.0", "0.9.0", "0.10.0", "0.11.0", "0"}) {
     const LoadResult r = program_from_json(std::string(R"({"ir_version": ")") + v + "\"}");
     ASSERT_TRUE(r) << v << ": " << r.error;
     EXPECT_TRUE(r.warnings.empty()) << v << ": " << join(r.warnings);
     EXPECT_EQ(r.program->ir_version, v);
   }
-  const LoadResult abi = program_from_json(R"({"abi_version": "0.12"})");
+  const LoadResult abi = program_from_json(R"({"abi_version": "0.13"})");
   ASSERT_TRUE(abi);
-  EXPECT_TRUE(has_warning(abi, "newer than this build's 0.11")) << join(abi.warnings);
+  EXPECT_TRUE(has_warning(abi, "newer than this build's 0.12")) << join(abi.warnings);
   const LoadResult odd = program_from_json(R"({"ir_version": "0.x"})");
   ASSERT_TRUE(odd);
   EXPECT_TRUE(has_warning(odd, "cannot compare")) << join(odd.warnings);

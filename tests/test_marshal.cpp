@@ -432,7 +432,7 @@ TEST(Marshal, TaskRecordsPackEachQueueEntry) {
     for (int i = 0; i < inst.n_inputs; ++i) ASSERT_EQ(r[q].desc[i].ptr, table[size_t(inst.inputs[i])].ptr);
     for (int j = 0; j < inst.n_outputs; ++j)
       ASSERT_EQ(r[q].desc[inst.n_inputs + j].ptr, table[size_t(inst.outputs[j])].ptr);
-    ASSERT_EQ(r[q].n_vectors, 15 + 6 * (inst.n_inputs + inst.n_outputs));
+    ASSERT_EQ(r[q].n_vectors, 16 + 6 * (inst.n_inputs + inst.n_outputs));
   }
   for (size_t s = 0; s + 1 < m.sm_queue_offset.size(); ++s) {
     const int32_t begin = m.sm_queue_offset[s], end = m.sm_queue_offset[s + 1];

@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #define AMK_ABI_VERSION_MAJOR 0
-#define AMK_ABI_VERSION_MINOR 11
+#define AMK_ABI_VERSION_MINOR 12
 #define AMK_PROFILE_STAMPS 5 /* per instruction in amk_program_t.profile */
 
 #define AMK_MAX_INPUTS 8
@@ -113,11 +113,14 @@ typedef enum amk_opcode_t {
 /* Counters are 32-bit and only ever incremented. */
 typedef uint32_t amk_counter_t;
 
-/* Marshalled task params: the int32 PARAM_FIELDS in spec order, then the floats. */
+/* Marshalled task params: the int32 PARAM_FIELDS in spec order, then the floats. v0.12: kv_stride
+ * (a strided attention window, amk/kv_window.h) and three words that keep a task record's
+ * descriptors on a 16-byte vector boundary. */
 typedef struct amk_params_t {
   int32_t K, N, M, N_tile, M_tile, n_off, m_off, hidden, vocab, head_dim, n_heads, n_kv_heads,
-      kv_start, kv_len, pos, qdtype, flags, group, dim;
+      kv_start, kv_len, pos, qdtype, flags, group, dim, kv_stride;
   float eps, scale, theta;
+  int32_t reserved[3]; /* 0 */
 } amk_params_t;
 
 /* A buffer resolved by the host loader: ptr already offset for paged activations. */
@@ -207,10 +210,11 @@ typedef struct amk_program_t {
 #endif
 
 AMK_STATIC_ASSERT(sizeof(amk_counter_t) == 4, "counters are uint32");
-AMK_STATIC_ASSERT(sizeof(amk_params_t) == 88, "amk_params_t: 19 int32 + 3 float");
+AMK_STATIC_ASSERT(sizeof(amk_params_t) == 104, "amk_params_t: 20 int32 + 3 float + 3 reserved");
 AMK_STATIC_ASSERT(offsetof(amk_params_t, dim) == 72, "amk_params_t int32 order");
-AMK_STATIC_ASSERT(offsetof(amk_params_t, eps) == 76, "amk_params_t floats follow ints");
-AMK_STATIC_ASSERT(offsetof(amk_params_t, theta) == 84, "amk_params_t float order");
+AMK_STATIC_ASSERT(offsetof(amk_params_t, kv_stride) == 76, "amk_params_t int32 order (v0.12)");
+AMK_STATIC_ASSERT(offsetof(amk_params_t, eps) == 80, "amk_params_t floats follow ints");
+AMK_STATIC_ASSERT(offsetof(amk_params_t, theta) == 88, "amk_params_t float order");
 AMK_STATIC_ASSERT(sizeof(amk_buffer_t) == 96, "amk_buffer_t layout");
 AMK_STATIC_ASSERT(offsetof(amk_buffer_t, numel) == 8, "amk_buffer_t.numel");
 AMK_STATIC_ASSERT(offsetof(amk_buffer_t, rank) == 16, "amk_buffer_t.rank");
@@ -223,12 +227,12 @@ AMK_STATIC_ASSERT(offsetof(amk_instruction_t, wait_threshold) == 96,
                   "amk_instruction_t.wait_threshold");
 AMK_STATIC_ASSERT(offsetof(amk_instruction_t, out_counter) == 128, "amk_instruction_t.out_counter");
 AMK_STATIC_ASSERT(offsetof(amk_instruction_t, params) == 136, "amk_instruction_t.params");
-AMK_STATIC_ASSERT(sizeof(amk_instruction_t) == 224, "amk_instruction_t layout");
+AMK_STATIC_ASSERT(sizeof(amk_instruction_t) == 240, "amk_instruction_t layout");
 AMK_STATIC_ASSERT(offsetof(amk_program_t, counter_step_increment) == 80,
                   "amk_program_t v0.3 fields follow the v0.2 ones");
 AMK_STATIC_ASSERT(sizeof(amk_program_t) == 136, "amk_program_t layout");
-AMK_STATIC_ASSERT(offsetof(amk_task_record_t, desc) == 240, "amk_task_record_t header");
-AMK_STATIC_ASSERT(sizeof(amk_task_record_t) == 240 + 12 * 96, "amk_task_record_t layout");
+AMK_STATIC_ASSERT(offsetof(amk_task_record_t, desc) == 256, "amk_task_record_t header");
+AMK_STATIC_ASSERT(sizeof(amk_task_record_t) == 256 + 12 * 96, "amk_task_record_t layout");
 
 #undef AMK_STATIC_ASSERT
 

@@ -18,8 +18,8 @@
 
 namespace amk {
 
-inline constexpr std::string_view kIrVersion = "0.10.0";
-inline constexpr std::string_view kAbiVersion = "0.11";
+inline constexpr std::string_view kIrVersion = "0.11.0";
+inline constexpr std::string_view kAbiVersion = "0.12";
 
 inline constexpr int kMaxInputs = 8;
 inline constexpr int kMaxOutputs = 4;

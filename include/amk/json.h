@@ -1,4 +1,4 @@
-// The on-disk JSON format (IR_SPEC §6), version 0.10.0 (0.2.0 + opcodes 23-24 and the
+// The on-disk JSON format (IR_SPEC §6), version 0.11.0 (0.2.0 + opcodes 23-24 and the
 // ScheduleConfig keys stream_chunk_bytes / stream_bytes_in_flight (0.3.0) and
 // stream_prefetch_bytes_in_flight (0.4.0), each written only when set; 0.5.0: SAMPLE_ARGMAX's
 // sampling variant, flags bit 1 with up to four inputs; 0.6.0: ATTENTION_COMBINE's partial output,
@@ -8,7 +8,8 @@
 // read with their first two dimensions swapped, with a warning; 0.9.0: opcode 27,
 // COMBINE_GEMV_ADD_TILE, and an attention partial's stack-of-partials output, param m_off; 0.10.0:
 // opcode 28, RMSNORM_GEMV_GLU_DOWN_TILE, whose output accumulates, and a second output of
-// GEMV_ADD_TILE / COMBINE_GEMV_ADD_TILE).
+// GEMV_ADD_TILE / COMBINE_GEMV_ADD_TILE; 0.11.0: ATTENTION_TILE / ROPE_KV_ATTENTION_TILE's strided
+// window, param kv_stride, amk/kv_window.h).
 // Loading trusts nothing: every error names the JSON path ("$.tasks[3].waits[0].threshold") and
 // nothing in the input can crash the loader or exhaust its stack.
 #pragma once

@@ -179,8 +179,8 @@ const std::vector<ParamField>& param_fields() {
       {"head_dim", ParamType::Int32}, {"n_heads", ParamType::Int32}, {"n_kv_heads", ParamType::Int32},
       {"kv_start", ParamType::Int32}, {"kv_len", ParamType::Int32},  {"pos", ParamType::Int32},
       {"qdtype", ParamType::Int32},   {"flags", ParamType::Int32},   {"group", ParamType::Int32},
-      {"dim", ParamType::Int32},      {"eps", ParamType::Real},      {"scale", ParamType::Real},
-      {"theta", ParamType::Real},
+      {"dim", ParamType::Int32},      {"kv_stride", ParamType::Int32}, {"eps", ParamType::Real},
+      {"scale", ParamType::Real},     {"theta", ParamType::Real},
   };
   return fields;
 }

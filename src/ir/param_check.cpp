@@ -261,6 +261,15 @@ void check_attention_heads(const TaskParams& c, bool fused) {
              kv_len = int_param(t, "kv_len");
   at_least(c, "kv_start", kv_start, 0);
   at_least(c, "kv_len", kv_len, 0);
+  // A strided window (amk/kv_window.h): runs of kv_len >= 1 keys every kv_stride >= kv_len
+  // positions, so the runs never overlap.
+  if (t.params.find("kv_stride")) {
+    const auto stride = int_param(t, "kv_stride");
+    if (at_least(c, "kv_stride", stride, 0) && *stride > 0 && kv_len &&
+        (*kv_len < 1 || *stride < *kv_len))
+      c.error("param kv_stride " + num(*stride) + " (a strided window) needs 1 <= kv_len " +
+              num(*kv_len) + " <= kv_stride");
+  }
   if (!head_dim || !n_heads || !n_kv) return;
   if (*head_dim < 1 || (fused && *head_dim % 2 != 0)) {
     c.error("param head_dim " + num(*head_dim) + " must be " + (fused ? "even and " : "") +

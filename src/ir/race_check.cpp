@@ -106,6 +106,11 @@ enum class Coverage { Covered, NotCovered, Unknown };
 Coverage covers(std::vector<WriteRegion>& regions, int64_t rows, int64_t cols) {
   for (const WriteRegion& r : regions)
     if (r.whole) return Coverage::Covered;
+  if (std::any_of(regions.begin(), regions.end(), [](const WriteRegion& r) { return r.row_runs > 1; })) {
+    std::optional<ExpandedRegions> runs = expand_runs(regions);
+    if (!runs) return Coverage::Unknown;
+    regions = std::move(runs->regions);
+  }
   const auto verdict = [](bool covered) { return covered ? Coverage::Covered : Coverage::NotCovered; };
   const auto spans = [](int64_t lo, int64_t hi, int64_t n) { return lo <= 0 && hi >= n; };
   const auto sweep = [&](auto lo_of, auto hi_of, int64_t n) {

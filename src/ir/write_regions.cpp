@@ -6,6 +6,7 @@
 #include <map>
 #include <queue>
 
+#include "amk/kv_window.h"
 #include "amk/op_flags.h"
 #include "amk/op_traits.h"
 
@@ -197,11 +198,27 @@ WriteRegion write_region(const Program& program, const Task& task, int64_t buffe
     if (__builtin_mul_overflow(first / rep, *head_dim, &lo) ||
         __builtin_mul_overflow(count / rep, *head_dim, &len))
       return r;
+    // A strided window (param kv_stride > 0): its runs while whole runs fit the cache's rows.
+    int64_t runs = 1, stride = 0;
+    if (task.params.find("kv_stride")) {
+      const auto s = offset_param(task.params, "kv_stride");
+      if (!s) return r;
+      if (*s > 0) {
+        if (*s < *kv_len || buffer < 0 || buffer >= static_cast<int64_t>(program.buffers.size()))
+          return r;
+        const Buffer& cache = program.buffers[static_cast<size_t>(buffer)];
+        if (cache.shape.size() != 3 || *kv_start > cache.shape[1] - *kv_len) return r;
+        stride = *s;
+        runs = KvWindow{*kv_start, *kv_len, stride, cache.shape[1]}.runs();
+      }
+    }
     r.whole = false;
     r.row_lo = *kv_start;
     r.row_hi = end_of(*kv_start, *kv_len);
     r.col_lo = lo;
     r.col_hi = end_of(lo, len);
+    r.row_stride = stride;
+    r.row_runs = runs;
     return r;
   }
   // An accumulating MLP tile adds into all of its output (the validator's accumulation rule).
@@ -226,7 +243,48 @@ WriteRegion write_region(const Program& program, const Task& task, int64_t buffe
   return r;
 }
 
+std::optional<ExpandedRegions> expand_runs(const std::vector<WriteRegion>& regions,
+                                           size_t limit) {
+  ExpandedRegions e;
+  size_t total = 0;
+  for (const WriteRegion& r : regions) {
+    const size_t runs = r.whole || r.row_runs < 1 ? 1 : size_t(r.row_runs);
+    if (runs > limit || (total += runs) > limit) return std::nullopt;
+  }
+  e.regions.reserve(total);
+  e.owner.reserve(total);
+  for (size_t i = 0; i < regions.size(); ++i) {
+    WriteRegion r = regions[i];
+    const int64_t runs = r.whole ? 1 : std::max<int64_t>(r.row_runs, 1), stride = r.row_stride;
+    r.row_stride = 0;
+    r.row_runs = 1;
+    for (int64_t run = 0; run < runs; ++run) {
+      e.regions.push_back(r);
+      e.owner.push_back(i);
+      r.row_lo += stride;  // no overflow: write_region's runs lie in the cache's rows
+      r.row_hi += stride;
+    }
+  }
+  return e;
+}
+
+namespace {
+std::optional<std::pair<size_t, size_t>> find_overlap_of_runs(const std::vector<WriteRegion>& regions);
+}  // namespace
+
 std::optional<std::pair<size_t, size_t>> find_overlap(const std::vector<WriteRegion>& regions) {
+  if (std::none_of(regions.begin(), regions.end(),
+                   [](const WriteRegion& r) { return !r.whole && r.row_runs > 1; }))
+    return find_overlap_of_runs(regions);
+  const std::optional<ExpandedRegions> e = expand_runs(regions);
+  if (!e) return std::make_pair(size_t{0}, size_t{1});  // too many runs to prove anything
+  const auto hit = find_overlap_of_runs(e->regions);
+  if (!hit) return std::nullopt;
+  return std::make_pair(e->owner[hit->first], e->owner[hit->second]);
+}
+
+namespace {
+std::optional<std::pair<size_t, size_t>> find_overlap_of_runs(const std::vector<WriteRegion>& regions) {
   const size_t k = regions.size();
   if (k < 2) return std::nullopt;
   for (size_t i = 0; i < k; ++i)
@@ -262,5 +320,6 @@ std::optional<std::pair<size_t, size_t>> find_overlap(const std::vector<WriteReg
   }
   return std::nullopt;
 }
+}  // namespace
 
 }  // namespace amk::detail

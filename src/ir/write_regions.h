@@ -8,7 +8,8 @@
 // one-row output; a partial attention tile into a stack of partials [S * n_heads, head_dim + 2]
 // the rows [m_off * n_heads + n_off, ... + N_tile) (0, n_heads without a head range), i.e. those
 // rows' elements in the buffer's own rows of its last dimension; a partial SAMPLE_ARGMAX the row m_off of its pairs; ROPE_KV_ATTENTION_TILE
-// its attention output whole and, of its KV caches, the rows of its window [kv_start, kv_start + kv_len) and the columns of its
+// its attention output whole and, of its KV caches, the rows of its window [kv_start, kv_start + kv_len) (with kv_stride, every run
+// of it: a strided region) and the columns of its
 // KV heads [kv0 * head_dim, (kv0 + kvc) * head_dim); KV_APPEND with a static position (flags
 // bit 0 clear) the cache rows [pos, pos + n), n the rows of its input (numel / the cache's row
 // size; with bit 0 the row is the step's, unknown here, so the whole cache). Any other op, or a
@@ -37,7 +38,20 @@ struct WriteRegion {
   bool whole = true;
   int64_t row_lo = 0, row_hi = 0;  // half-open; all rows = [INT64_MIN, INT64_MAX)
   int64_t col_lo = 0, col_hi = 0;  // half-open
+  // A strided attention window's KV rows (amk/kv_window.h): the rows above repeat every
+  // row_stride rows, row_runs times in all (row_stride >= row_hi - row_lo: the runs are disjoint).
+  int64_t row_stride = 0, row_runs = 1;
 };
+
+// `regions` with each strided region replaced by its runs, and for each entry the index of the
+// region it came from. nullopt when the runs would pass `limit` entries (the caller then treats
+// the writes as overlapping: a proof it cannot afford is no proof).
+struct ExpandedRegions {
+  std::vector<WriteRegion> regions;
+  std::vector<size_t> owner;
+};
+std::optional<ExpandedRegions> expand_runs(const std::vector<WriteRegion>& regions,
+                                           size_t limit = size_t(1) << 22);
 
 // The part of the buffer with id `buffer` (one of the task's outputs) that `task` writes. `program` gives the
 // buffers' shapes (KV_APPEND's row count). A task with several outputs may write them
@@ -45,8 +59,9 @@ struct WriteRegion {
 // window's rows of the KV caches.
 WriteRegion write_region(const Program& program, const Task& task, int64_t buffer);
 
-// Two regions overlap iff their row ranges AND their column ranges intersect. Returns the
-// indices of one overlapping pair, or nullopt when all regions are pairwise disjoint.
+// Two regions overlap iff their row ranges AND their column ranges intersect (a strided region:
+// any of its runs). Returns the indices of one overlapping pair, or nullopt when all regions are
+// pairwise disjoint.
 std::optional<std::pair<size_t, size_t>> find_overlap(const std::vector<WriteRegion>& regions);
 
 }  // namespace amk::detail

@@ -111,6 +111,13 @@ std::vector<KnobSpec> make_space() {
                    "64 keys, doubled until the context is at most 8 blocks (absent: one block)",
                    "keys per split-KV attention task; blocks are merged by ATTENTION_COMBINE (more "
                    "than 8: a two-level tree, at most 64 blocks)"));
+  s.push_back(tile("attention", "kv_run",
+                   "64 where kv_block is larger and divides the context (a 4,096 context: 16 "
+                   "blocks of 4 runs), else absent",
+                   "keys per run of a strided split-KV block (needs kv_block, which it divides): "
+                   "block b's keys are the runs starting at b x kv_run, one every blocks x kv_run "
+                   "positions, so a short position's keys spread over the blocks (absent: each "
+                   "block's keys are contiguous; the CUDA VM needs multiples of 64)"));
   s.push_back(tile("attention", "kv_heads", "1 (with a kv_block split)",
                    "KV heads per attention task; must divide the model's KV heads (without a "
                    "kv_block split each group's task covers the whole window: no combine)"));

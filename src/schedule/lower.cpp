@@ -239,6 +239,18 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
                       *tiling.kv_block, C, n_blocks, kMaxKvBlocks));
   }
 
+  // Strided blocks (tiling.attention.kv_run R): block b's keys are the runs [b R + i D, + R),
+  // D = n_blocks R, i < kv_block / R, which tile the context exactly when R divides kv_block
+  // and kv_block divides it.
+  if (tiling.kv_run) {
+    const int64_t B = *tiling.kv_block, R = *tiling.kv_run;
+    if (n_blocks < 2 || B % R != 0 || C % B != 0)
+      throw LoweringError(fmt::format(
+          "tiling.attention.kv_run {} needs a split-KV block (kv_block {} < max_context {}) that "
+          "it divides and that divides max_context",
+          R, B, C));
+  }
+
   // KV heads per attention task (tiling.attention.kv_heads): whole GQA groups, so it divides
   // n_kv_heads. With a kv_block split each group's blocks get their own combine; without one
   // (one block) each group's task covers the whole window and writes its heads' slice of the
@@ -430,6 +442,22 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
       a.set_int("flags", flags);
       return a;
     };
+    // Split-KV block b's task params: keys [b B, b B + B) (the last block clipped to C), or with
+    // kv_run R < B the strided window of runs [b R + i n_blocks R, + R).
+    const auto block_params = [&](int64_t b, int64_t flags) {
+      const int64_t B = *tiling.kv_block;
+      if (tiling.kv_run && *tiling.kv_run < B) {
+        const int64_t R = *tiling.kv_run;
+        Params a = attn_params(b * R, R, flags);
+        a.set_int("kv_stride", n_blocks * R);
+        return a;
+      }
+      return attn_params(b * B, std::min(B, C - b * B), flags);
+    };
+    // The keys of block b's window (est_bytes, flops).
+    const auto block_keys = [&](int64_t b) {
+      return tiling.kv_run ? *tiling.kv_block : std::min(*tiling.kv_block, C - b * *tiling.kv_block);
+    };
     // [attention_combine, gemv]: no attention row; the block tasks write a stack of partials
     // that the o_proj tiles merge.
     const int64_t attn = fusion.combine_gemv ? -1 : g.act(ap + "attn", {1, QD});
@@ -483,9 +511,9 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
       const int64_t counter = g.shared_counter(ap + "attention partials");
       for (int64_t gi = 0; gi < n_groups; ++gi) {
         for (int64_t b = 0; b < n_blocks; ++b) {
-          const int64_t start = b * B, len = std::min(B, C - start);
+          const int64_t len = block_keys(b);
           Params params =
-              attn_params(start, len, attention_flags::kPartial | attention_flags::kRuntimeWindow);
+              block_params(b, attention_flags::kPartial | attention_flags::kRuntimeWindow);
           params.set_int("n_off", gi * group_heads);
           params.set_int("N_tile", group_heads);
           params.set_int("m_off", b);
@@ -528,11 +556,11 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
               ap + "attention partials" + group + (tree ? fmt::format("[run{}]", run) : ""));
           std::vector<int64_t>& run_parts = runs[size_t(gi)].emplace_back();
           for (int64_t b = b0; b < b1; ++b) {
-            const int64_t start = b * B, len = std::min(B, C - start);
+            const int64_t len = block_keys(b);
             const int64_t part =
                 g.act(fmt::format("{}attn{}_part{}", ap, head_tag(gi), b), {group_heads, HD + 2});
             Params params =
-                attn_params(start, len, attention_flags::kPartial | attention_flags::kRuntimeWindow);
+                block_params(b, attention_flags::kPartial | attention_flags::kRuntimeWindow);
             if (by_head) {
               params.set_int("n_off", gi * group_heads);
               params.set_int("N_tile", group_heads);
@@ -592,9 +620,12 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
       h1 = g.act(ap + "attn_residual", {1, H});
       std::vector<int64_t> in{partial_stack, w_o, h};
       if (b_o) in.push_back(*b_o);
+      // Partial s's first key is s x kv_len: s B, or s R for strided blocks (whose first runs
+      // come first), so the partials past pos / kv_len are empty either way.
       Params merge = ints({{"head_dim", HD},
                            {"n_heads", NH},
-                           {"kv_len", *tiling.kv_block},
+                           {"kv_len", tiling.kv_run ? std::min(*tiling.kv_run, *tiling.kv_block)
+                                                    : *tiling.kv_block},
                            {"flags", attention_flags::kRuntimeWindow}});
       // est_bytes as GEMV_ADD_TILE's (the partials, like the combine's, are L2 traffic).
       g.tiles(Op::COMBINE_GEMV_ADD_TILE, std::move(in), merge, g.abytes(H), b_o.has_value(), h1,

@@ -59,17 +59,22 @@ Tiling resolve_tiling(const ScheduleConfig& config, int64_t default_n_tile) {
       t.gemv_n_tile = only_key(archetype, sizes, "N_tile");
     } else if (archetype == "attention") {
       // kv_block splits the window into KV blocks, kv_heads the heads into groups of that many
-      // KV heads; either or both.
+      // KV heads; either or both. kv_run (with kv_block) strides each block's keys over the
+      // context in runs of that many.
       if (sizes.empty())
         throw LoweringError("tiling.attention: give 'kv_block' and/or 'kv_heads'");
       for (const auto& [k, v] : sizes) {
-        if (k != "kv_block" && k != "kv_heads")
+        if (k != "kv_block" && k != "kv_heads" && k != "kv_run")
           throw LoweringError(fmt::format(
-              "tiling.attention: unknown key '{}' (it takes 'kv_block' and 'kv_heads')", k));
+              "tiling.attention: unknown key '{}' (it takes 'kv_block', 'kv_heads' and 'kv_run')",
+              k));
         if (v < 1)
           throw LoweringError(fmt::format("tiling.attention.{} must be >= 1, got {}", k, v));
-        (k == "kv_block" ? t.kv_block : t.kv_heads) = v;
+        (k == "kv_block" ? t.kv_block : k == "kv_heads" ? t.kv_heads : t.kv_run) = v;
       }
+      if (t.kv_run && !t.kv_block)
+        throw LoweringError("tiling.attention.kv_run strides a split-KV block's keys: it needs "
+                            "kv_block");
     } else if (archetype == "sample_argmax") {
       t.argmax_n_tile = only_key(archetype, sizes, "N_tile");
     } else if (is_projection(archetype)) {

@@ -22,6 +22,10 @@ struct Tiling {
   std::vector<std::pair<std::string, int64_t>> projection_n_tile;  // overrides
   std::optional<int64_t> kv_block;                                 // split-KV when set
   std::optional<int64_t> kv_heads;  // KV heads per attention task (head split) when set
+  // With kv_block: each block task's keys are runs of kv_run keys, one every n_blocks x kv_run
+  // positions (a strided window, amk/kv_window.h), so a short position's keys spread over the
+  // blocks instead of filling the first ones. Absent: each block is one contiguous run.
+  std::optional<int64_t> kv_run;
   std::optional<int64_t> argmax_n_tile;  // logits per partial SAMPLE_ARGMAX when set
 
   int64_t n_tile(std::string_view projection) const;
@@ -30,7 +34,8 @@ struct Tiling {
 
 // Throws LoweringError naming any unknown archetype or key, or a value < 1:
 //   {"gemv": {"N_tile": n}, "<projection>": {"N_tile": n},
-//    "attention": {"kv_block": n, "kv_heads": g}, (attention: either key or both)
+//    "attention": {"kv_block": n, "kv_heads": g, "kv_run": r}, (kv_block and/or kv_heads;
+//                  kv_run needs kv_block)
 //    "sample_argmax": {"N_tile": n}}  (partial argmaxes of n logits, then a reduce)
 Tiling resolve_tiling(const ScheduleConfig& config, int64_t default_n_tile);
 

@@ -157,15 +157,44 @@ std::vector<Proposal> values_of(const ScheduleConfig& c, const std::string& knob
       if (blocks < 2 || blocks > kMaxKvBlocks) continue;
       ScheduleConfig next = c;
       set_integer_knob(next, knob, b);
+      // A strided block's runs must divide the block, and the block the context.
+      if (const auto run = integer_knob(next, "tiling.attention.kv_run");
+          run && (b % *run != 0 || ctxlen % b != 0))
+        set_integer_knob(next, "tiling.attention.kv_run", std::nullopt);
       add(std::move(next), std::to_string(b));
     }
     ScheduleConfig none = c;
     set_integer_knob(none, "tiling.attention.kv_block", std::nullopt);
     set_integer_knob(none, "tiling.attention.kv_heads", std::nullopt);
+    set_integer_knob(none, "tiling.attention.kv_run", std::nullopt);
     std::erase_if(none.fusion_grouping, [](const std::vector<std::string>& g) {
       return spell_group(g) == kCombineGemv;  // no split, no combine to fuse
     });
     add(std::move(none), "absent");
+    return out;
+  }
+  if (knob == "tiling.attention.kv_run") {
+    // Runs of 64 keys and up (the CUDA VM's key blocks) that divide the block, or contiguous
+    // blocks.
+    const auto block = integer_knob(c, "tiling.attention.kv_block");
+    if (!block || ctxlen % *block != 0) return out;
+    for (int64_t r = 64; r < *block; r *= 2) {
+      if (*block % r != 0) continue;
+      ScheduleConfig next = c;
+      set_integer_knob(next, knob, r);
+      add(std::move(next), std::to_string(r));
+    }
+    // Blocks of one run (64 keys, a 512 context's default) stride nothing: half as many blocks
+    // of two strided runs each.
+    if (*block <= 64 && ctxlen % 128 == 0 && ctxlen / 128 >= 2) {
+      ScheduleConfig next = c;
+      set_integer_knob(next, "tiling.attention.kv_block", 128);
+      set_integer_knob(next, knob, 64);
+      add(std::move(next), "64 (kv_block 128)");
+    }
+    ScheduleConfig contiguous = c;
+    set_integer_knob(contiguous, knob, std::nullopt);
+    add(std::move(contiguous), "absent");
     return out;
   }
   if (knob == "tiling.attention.kv_heads") {

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "amk/kv_window.h"
 #include "amk/op_flags.h"
 #include "amk/op_traits.h"
 #include "vm/cuda/marshal.h"
@@ -156,7 +157,7 @@ Prepared prepare(const Program& program, const GpuTarget& target, const SimOptio
           s.act_bytes = double(4 * live * slab) + std::max(0.0, est - w);
           // The merge's dependent trips (a batch of kMergeBatch partials per float4 of x per
           // thread) against the one of a copied row (build_x_vec4: 4 float4 a thread a trip).
-          constexpr int64_t kMergeBatch = 4, kCopyVecs = 4;
+          constexpr int64_t kMergeBatch = 6, kCopyVecs = 4;  // gemv.cuh kStackBatch
           const int64_t n4 = std::max<int64_t>(K / 4, 1);
           const int64_t per_thread = (n4 + threads - 1) / threads;
           const int64_t merge = per_thread * ((live + kMergeBatch - 1) / kMergeBatch);
@@ -172,11 +173,21 @@ Prepared prepare(const Program& program, const GpuTarget& target, const SimOptio
       p.gemvs[size_t(s.slot)].push_back(int32_t(i));
     } else if (t.op == Op::ATTENTION_TILE || t.op == Op::ROPE_KV_ATTENTION_TILE) {
       s.kind = TaskKind::Attention;
+      // The window's keys the position reached (a strided window's runs: amk/kv_window.h).
       const int64_t start = t.params.get_int("kv_start", 0);
       const int64_t len = t.params.get_int("kv_len", 0);
+      const int64_t stride = std::max<int64_t>(t.params.get_int("kv_stride", 0), 0);
+      const size_t cache_at = t.op == Op::ATTENTION_TILE ? 1 : 3;
+      int64_t max_seq = start + len;
+      if (t.inputs.size() > cache_at)
+        if (const auto cache = buffers.find(t.inputs[cache_at]);
+            cache != buffers.end() && cache->second->shape.size() == 3)
+          max_seq = cache->second->shape[1];
+      const KvWindow window{start, len, stride, max_seq};
+      const int64_t keys = window.keys();
       double fraction = 1.0;
-      if (len > 0 && (t.params.get_int("flags", 0) & attention_flags::kRuntimeWindow) != 0)
-        fraction = double(std::clamp<int64_t>(p.position + 1 - start, 0, len)) / double(len);
+      if (keys > 0 && (t.params.get_int("flags", 0) & attention_flags::kRuntimeWindow) != 0)
+        fraction = double(window.seen(p.position)) / double(keys);
       s.kv_bytes = est * fraction;
     } else {
       s.kind = TaskKind::Other;

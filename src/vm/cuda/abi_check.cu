@@ -4,7 +4,7 @@
 
 namespace amk::cuda {
 
-static_assert(sizeof(amk_instruction_t) == 224, "device sees the host's instruction layout");
+static_assert(sizeof(amk_instruction_t) == 240, "device sees the host's instruction layout");
 
 // A device function that touches every ABI struct keeps the header honest under nvcc.
 __global__ void abi_layout_probe(const amk_program_t program, int64_t* out) {

@@ -407,7 +407,7 @@ std::vector<amk_task_record_t> task_records(const MarshalledProgram& m,
 
 amk_params_t marshal_params(const Params& params) {
   amk_params_t p{};
-  // PARAM_FIELDS order is amk_params_t's order: 19 int32, then 3 floats (abi.h pins it).
+  // PARAM_FIELDS order is amk_params_t's order: 20 int32, then 3 floats (abi.h pins it).
   int32_t* ints = &p.K;
   float* reals = &p.eps;
   int n_int = 0, n_real = 0;

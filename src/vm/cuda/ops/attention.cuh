@@ -2,8 +2,9 @@
 // flash-decoding merge of split-KV partials); mirrors src/vm/reference/ops/attention.cpp.
 //
 // ATTENTION_TILE. Head h reads KV head h / (n_heads / n_kv_heads). Over the window
-// [kv_start, kv_start + kv_len) (flags bit 2: clipped to the keys written so far, kv_len =
-// clamp(c.pos + 1 - kv_start, 0, kv_len)), with s_j = scale * q_h . k_j:
+// [kv_start, kv_start + kv_len) (param kv_stride > 0: that run every kv_stride positions,
+// amk/kv_window.h, walked by attention_block only; flags bit 2: clipped to the keys written so
+// far, KvWindow::seen), with s_j = scale * q_h . k_j:
 //   m = max s_j,  l = sum exp(s_j - m),  acc = sum exp(s_j - m) v_j
 // full: out_h = acc / l (0 for an empty window); PARTIAL (flags bit 1): [acc | m | l] per head
 // (empty window: acc = 0, m = -inf, l = 0).
@@ -51,6 +52,7 @@
 
 #include <type_traits>
 
+#include "amk/kv_window.h"
 #include "vm/cuda/ops/elementwise.cuh"
 #include "vm/cuda/ops/rope.cuh"
 #include "vm/cuda/ops/scratch.h"
@@ -230,7 +232,7 @@ struct AttentionShape {
   int head_dim, n_heads, n_kv_heads;  // the task's heads (a head range's, when it has one)
   int64_t kv_stride;       // floats from one key of a KV head's history to the next (head_dim)
   int64_t kv_head_stride;  // floats from one KV head's history to the next (max_seq * head_dim)
-  int64_t kv_start, kv_len;  // kv_len after the runtime clip
+  int64_t kv_start, kv_len;  // kv_len: the window's keys (after the runtime clip)
   float scale;
   bool partial;
   bool bf16;       // BF16 caches (k, v then point at BF16 bits: index them as uint16_t)
@@ -239,7 +241,16 @@ struct AttentionShape {
   const float* v;
   float* out;      // the task's first head of the output (a slice of a row of every head, or all)
   bool prestaged = false;  // attention_block's first block is staged already (before the gate)
+  // A strided window (param kv_stride, amk/kv_window.h): runs of kv_run keys every kv_period
+  // positions (0: one run); kv_run is a multiple of the 64-key block, so no block straddles two.
+  int32_t kv_run = 0, kv_period = 0, max_seq = 0;
 };
+
+// The task's whole window (attention_setup's static bounds; a.kv_len may be clipped since).
+__device__ __forceinline__ BasicKvWindow<int32_t> attention_window_of(const AttentionShape& a) {
+  return {int32_t(a.kv_start), a.kv_period > 0 ? a.kv_run : int32_t(a.kv_len), a.kv_period,
+          a.max_seq};
+}
 
 // C = the heads of one GQA group a warp runs together (a divisor of n_heads / n_kv_heads); T the
 // caches' element (float, or uint16_t for BF16 bits).
@@ -756,8 +767,9 @@ __device__ __forceinline__ void attention_stage_block(int tid, int n_threads,
   const int D = a.head_dim, DV = D / VE, GDV = a.n_kv_heads * DV;
   const int64_t j0 = b * kAttnBlockKeys;
   const int n = int(a.kv_len - j0 < kAttnBlockKeys ? a.kv_len - j0 : kAttnBlockKeys);
-  const T* k0 = reinterpret_cast<const T*>(a.k) + (a.kv_start + j0) * a.kv_stride;
-  const T* v0 = reinterpret_cast<const T*>(a.v) + (a.kv_start + j0) * a.kv_stride;
+  const int64_t first = attention_window_of(a).position(int32_t(j0));  // the block's first key
+  const T* k0 = reinterpret_cast<const T*>(a.k) + first * a.kv_stride;
+  const T* v0 = reinterpret_cast<const T*>(a.v) + first * a.kv_stride;
   uint4* vd = kd + kAttnBlockKeys * GDV;
   for (int i = tid; i < n * GDV; i += n_threads) {
     // i < 64 GDV <= 2^14 (attention_block_fits bounds H D by the threads): small_divmod's range.
@@ -968,6 +980,10 @@ __device__ inline int attention_setup(const OpContext& c, AttentionShape& a, int
       p.n_heads % p.n_kv_heads != 0)
     return 1;
   if (p.kv_start < 0 || p.kv_len < 0 || (p.flags & ~known_flags) != 0) return 2;
+  // A strided window's runs are whole 64-key blocks here (attention_block's staging).
+  if (p.kv_stride < 0 || (p.kv_stride > 0 && (p.kv_len < kAttnBlockKeys ||
+                                              p.kv_len % kAttnBlockKeys != 0 || p.kv_stride < p.kv_len)))
+    return 2;
   // A head range (n_off, N_tile; N_tile 0 = every head) of whole GQA groups: the task reads
   // query heads [n_off, n_off + N_tile) and their KV heads, and its output holds just those.
   const int rep = p.n_heads / p.n_kv_heads;
@@ -982,6 +998,9 @@ __device__ inline int attention_setup(const OpContext& c, AttentionShape& a, int
   a = AttentionShape{p.head_dim, count, count / rep, p.head_dim, max_seq * p.head_dim,
                      p.kv_start, p.kv_len, p.scale, (p.flags & kAttnPartial) != 0,
                      k.dtype == AMK_DTYPE_BF16, nullptr, nullptr, nullptr, nullptr};
+  a.kv_run = p.kv_stride > 0 ? p.kv_len : 0;
+  a.kv_period = p.kv_stride > 0 ? p.kv_stride : 0;
+  a.max_seq = int32_t(max_seq);
   const amk_buffer_t& out = out_buf(c, 0);
   const int width = a.partial ? a.head_dim + 2 : a.head_dim;
   // Not partial, a head range may write its slice of a row of every head (the device's copy of
@@ -1024,25 +1043,34 @@ __device__ __forceinline__ int attention_window(const amk_params_t& p, Attention
                                                 int32_t pos) {
   if ((p.flags & kAttnRuntimeWindow) == 0) return 0;
   if (pos < 0) return 3;
-  const int64_t seen = int64_t(pos) + 1 - p.kv_start;
-  a.kv_len = seen < 0 ? 0 : (seen < p.kv_len ? seen : p.kv_len);
+  a.kv_len = BasicKvWindow<int32_t>{p.kv_start, p.kv_len, p.kv_stride > 0 ? p.kv_stride : 0,
+                                    a.max_seq}
+                  .seen(pos);
   return 0;
 }
 
-// The attention proper, from a filled shape (q anywhere: global or op scratch).
-__device__ inline void attention_run(const OpContext& c, const AttentionShape& a) {
+// The attention proper, from a filled shape (q anywhere: global or op scratch). False (nothing
+// run) for a strided window that attention_block cannot take: the other paths walk one run.
+__device__ inline bool attention_run(const OpContext& c, const AttentionShape& a) {
   const bool vec4 = a.head_dim % 4 == 0 && is_aligned16(a.q) && is_aligned16(a.k) &&
                     is_aligned16(a.v);
-  if (vec4 && attention_block_fits(c, a))
-    return a.bf16 ? attention_block<true>(c, a) : attention_block<false>(c, a);
+  if (vec4 && attention_block_fits(c, a)) {
+    a.bf16 ? attention_block<true>(c, a) : attention_block<false>(c, a);
+    return true;
+  }
+  if (a.kv_period > 0) return false;
   // BF16 caches: the 64-key blocks or the warp path (the chunked path reads F32 rows only).
-  if (a.bf16) return attention_tile_impl<1, 8, 1, uint16_t>(c, a);
+  if (a.bf16) {
+    attention_tile_impl<1, 8, 1, uint16_t>(c, a);
+    return true;
+  }
   bool staged = false;
   const int chunk = vec4 ? fast_attn_chunk(c, a, &staged) : 0;
   if (chunk > 0)
     attention_tile_fast(c, a, chunk, staged);
   else
     attention_tile_impl<1, 8, 1>(c, a);  // one float per lane per 32 dims: any head_dim <= 256
+  return true;
 }
 
 // ATTENTION_TILE's operands into `a`; false (after op_fail) when they do not fit.
@@ -1217,7 +1245,9 @@ __device__ inline bool rope_kv_prologue(const OpContext& c, AttentionShape& a, O
   float* q_s = sc.q_s;
   float* k_s = sc.k_s;
   const int64_t pos = c.pos;
-  const bool append = pos >= p.kv_start && pos < int64_t(p.kv_start) + p.kv_len;
+  // The window's index of the step's position (-1: another task's row).
+  const int64_t j = attention_window_of(a).index_of(int32_t(pos));
+  const bool append = j >= 0;
   if (append && pos >= kc.shape[1]) {
     op_fail(c, kRopeKvFail + 4);
     return false;
@@ -1262,7 +1292,6 @@ __device__ inline bool rope_kv_prologue(const OpContext& c, AttentionShape& a, O
       store_f(kc, at, k_s[e]);
       store_f(vc, at, o.async_rows ? sc.v_s[e] : load_f(v, int64_t(kv0) * D + e));
     }
-    const int64_t j = pos - p.kv_start;
     if (a.prestaged && j < kAttnBlockKeys) {
       // The prestaged first block holds every other key already; this one goes in from here
       // (async_rows: a prestaged task's rows are F32 and in scratch). A row of a later block is
@@ -1326,7 +1355,7 @@ __device__ inline void op_attention_tiles(const OpContext& c0, Gate&& pass_gate)
       rope_angles_at(ht, hn, float(c.pos), a.head_dim / 2, sc.cos_t, sc.sin_t);
       a.prestaged = prestages(a);
       if (a.prestaged) {
-        const int64_t j = int64_t(c.pos) - a.kv_start;
+        const int64_t j = attention_window_of(a).index_of(c.pos);  // c.pos: int32
         const int skip = j >= 0 && j < kAttnBlockKeys ? int(j) : -1;
         uint4* stage = reinterpret_cast<uint4*>(ac.scratch);
         if (a.bf16)
@@ -1349,7 +1378,7 @@ __device__ inline void op_attention_tiles(const OpContext& c0, Gate&& pass_gate)
   }
   if (rope && !rope_kv_prologue(c, a, ac, o, early)) return;
   mark_body_begin(c);
-  attention_run(ac, a);
+  if (!attention_run(ac, a)) op_fail(c, c.inst->op * 16 + 2);
 }
 
 // ATTENTION_COMBINE around the task's gate (`pass_gate()`, as op_gemv): the checks before it;

@@ -2,7 +2,8 @@
 // flash-decoding merge of split-KV partials).
 //
 // Head h reads KV head h / (n_heads / n_kv_heads): torch's repeat_interleave of the KV heads.
-// Per head, with s_j = scale * q . k_j over the window j in [kv_start, kv_start + kv_len):
+// Per head, with s_j = scale * q . k_j over the window j in [kv_start, kv_start + kv_len) (param
+// kv_stride > 0: that run every kv_stride positions while whole runs fit the cache, amk/kv_window.h):
 //   m = max_j s_j,  l = sum_j exp(s_j - m),  acc = sum_j exp(s_j - m) v_j
 // A full tile writes acc / l; a PARTIAL tile (flags bit 1) writes [acc | m | l] per head so
 // that ATTENTION_COMBINE can merge shards exactly:
@@ -22,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "amk/kv_window.h"
 #include "amk/op_flags.h"
 #include "vm/reference/ops/numeric.h"
 #include "vm/reference/ops/ops.h"
@@ -62,6 +64,7 @@ void op_attention_tile(const OpContext& c) {
   const int64_t n_kv = c.int_param("n_kv_heads");
   const int64_t kv_start = c.int_param("kv_start");
   const int64_t kv_len_max = c.int_param("kv_len");
+  const int64_t kv_stride = c.int_param_or("kv_stride", 0);
   const double scale = c.real_param("scale");
   const int64_t flags = c.int_param_or("flags", 0);
   if (head_dim < 1) c.fail("param head_dim must be >= 1, got " + num(head_dim));
@@ -70,17 +73,13 @@ void op_attention_tile(const OpContext& c) {
            num(n_kv));
   if (kv_start < 0) c.fail("param kv_start must be >= 0, got " + num(kv_start));
   if (kv_len_max < 0) c.fail("param kv_len must be >= 0, got " + num(kv_len_max));
+  if (kv_stride < 0 || (kv_stride > 0 && (kv_len_max < 1 || kv_stride < kv_len_max)))
+    c.fail("param kv_stride " + num(kv_stride) + " must be 0 or a strided window's period, >= kv_len " +
+           num(kv_len_max) + " >= 1");
   if ((flags & ~(kFlagCausal | kFlagPartial | kFlagRuntimeWindow)) != 0)
     c.fail("param flags " + num(flags) +
            " has unknown bits (bit 0 causal, bit 1 partial, bit 2 runtime window)");
   const bool partial = (flags & kFlagPartial) != 0;
-  // Runtime window: the block [kv_start, kv_start + kv_len) clipped to the keys written so far,
-  // [0, pos]; a block wholly past pos is empty.
-  int64_t kv_len = kv_len_max;
-  if ((flags & kFlagRuntimeWindow) != 0) {
-    const int64_t pos = c.step_position("flags bit 2 (runtime window)");
-    kv_len = std::clamp<int64_t>(pos + 1 - kv_start, 0, kv_len_max);
-  }
 
   const Tensor& q = c.input(0);
   const Tensor& k = c.input(1);
@@ -100,6 +99,12 @@ void op_attention_tile(const OpContext& c) {
   if (kv_start + kv_len_max > max_seq)
     c.fail("kv_start " + num(kv_start) + " + kv_len " + num(kv_len_max) + " exceeds the cache's " +
            num(max_seq) + " rows");
+  // Runtime window: the window's keys at positions <= pos (the keys written so far); a block
+  // wholly past pos is empty.
+  const KvWindow window{kv_start, kv_len_max, kv_stride, max_seq};
+  const int64_t kv_len = (flags & kFlagRuntimeWindow) != 0
+                             ? window.seen(c.step_position("flags bit 2 (runtime window)"))
+                             : window.keys();
   const int64_t rep = n_heads / n_kv;
   const HeadRange heads = head_range(c, n_heads, rep);
   Tensor& out = c.output(0);
@@ -134,7 +139,7 @@ void op_attention_tile(const OpContext& c) {
     const double* qh = &qv[size_t(h * head_dim)];
     double m = -std::numeric_limits<double>::infinity();
     for (int64_t j = 0; j < kv_len; ++j) {
-      const int64_t base = kv_cache_offset(max_seq, head_dim, g, kv_start + j, 0);
+      const int64_t base = kv_cache_offset(max_seq, head_dim, g, window.position(j), 0);
       double dot = 0;
       for (int64_t d = 0; d < head_dim; ++d) dot += qh[d] * load(k, base + d);
       score[size_t(j)] = scale * dot;
@@ -145,7 +150,7 @@ void op_attention_tile(const OpContext& c) {
     for (int64_t j = 0; j < kv_len; ++j) {
       const double e = std::exp(score[size_t(j)] - m);
       l += e;
-      const int64_t base = kv_cache_offset(max_seq, head_dim, g, kv_start + j, 0);
+      const int64_t base = kv_cache_offset(max_seq, head_dim, g, window.position(j), 0);
       for (int64_t d = 0; d < head_dim; ++d) acc[d] += e * load(v, base + d);
     }
     if (partial) {
@@ -275,7 +280,7 @@ namespace amk::ref {
 //   q_t = the task's query heads of q; k_t, v_t = their KV heads of k, v (flat GEMV rows)
 //   flags bit 3: q_t = RMSNORM(q_t, q_norm_w), k_t = RMSNORM(k_t, k_norm_w) per head (eps)
 //   q_t, k_t = ROPE(.., pos) (flags bit 4: ROPE_FREQ with the inv_freq input)
-//   if the window [kv_start, kv_start + kv_len) holds pos: position pos of the task's KV heads'
+//   if the window (kv_start, kv_len, kv_stride: amk/kv_window.h) holds pos: position pos of the task's KV heads'
 //     histories = k_t, v_t (KV_APPEND's row write, restricted to those heads)
 //   out = ATTENTION_TILE(q_t, k_cache, v_cache) with the same window, head range and flags.
 // pos is the step's position; the runtime window (flags bit 2) is required. The F32
@@ -365,8 +370,9 @@ void op_rope_kv_attention_tile(const OpContext& c) {
     return xr;
   };
   const Tensor q_t = prologue(heads_of(q, heads.first, heads.count), 5);
-  const int64_t kv_start = c.int_param("kv_start"), kv_len = c.int_param("kv_len");
-  if (pos >= kv_start && pos < kv_start + kv_len) {
+  const KvWindow window{c.int_param("kv_start"), c.int_param("kv_len"),
+                        c.int_param_or("kv_stride", 0), max_seq};
+  if (window.index_of(pos) >= 0) {
     if (pos >= max_seq)
       c.fail("the step's position " + num(pos) + " is past the cache's " + num(max_seq) +
              " rows");
