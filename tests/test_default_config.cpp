@@ -87,6 +87,18 @@ TEST(DefaultScheduleConfig, Llama32_1bOnH100) {
   EXPECT_EQ(n_tile(default_schedule_config(preset("llama-3.2-1b"), h100(), 64), "attention",
                    "kv_block"),
             -1);
+  // Blocks of more than 64 keys stride in runs of 64 where the blocks tile the context: the
+  // 1B at 4,096 (4 runs every 1,024 positions), smollm2 at 4,096 (2 runs of its 128-key
+  // blocks); 64-key blocks (1,024) have one run each, and a context the blocks do not divide
+  // (4,000: 16 blocks of 256, the last clipped) keeps contiguous blocks.
+  const auto kv_run = [&](const char* model, int64_t context) {
+    return n_tile(default_schedule_config(preset(model), h100(), context), "attention", "kv_run");
+  };
+  EXPECT_EQ(kv_run("llama-3.2-1b", 4096), 64);
+  EXPECT_EQ(kv_run("smollm2-135m", 4096), 64);
+  EXPECT_EQ(kv_run("llama-3.2-1b", 1024), -1);
+  EXPECT_EQ(kv_run("llama-3.2-1b", 4000), -1);
+  EXPECT_EQ(kv_run("llama-3.2-1b", 512), -1);
 }
 
 // The lm_head takes one tile per SM unless its strip partials would pass 32 KiB of scratch:

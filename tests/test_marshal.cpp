@@ -637,3 +637,35 @@ TEST(Marshal, EveryPresetsRingStagesStart128ByteAligned) {
     EXPECT_EQ(mp.layout.chunk_bytes % 128, 0) << mp.layout.chunk_bytes;
   }
 }
+
+namespace {
+
+// The CUDA VM's strided attention windows walk 64-key blocks that must not straddle two runs:
+// runs of 64 marshal (kv_stride lands in the instruction's params), runs of 32 are refused,
+// naming the task.
+TEST(Marshal, StridedAttentionRunsAreWholeKeyBlocks) {
+  const ModelConfig m = load_model_config(kFixtures / "tiny-llama" / "config.json");
+  const auto lowered = [&](int64_t block, int64_t run) {
+    ScheduleConfig c;
+    c.tiling = {{"attention", {{"kv_block", block}, {"kv_heads", 1}, {"kv_run", run}}}};
+    c.sm_assignment = std::string("round_robin");
+    return lower(m, c, *find_target("h100"), 256);
+  };
+  const Program good = lowered(128, 64);
+  const MarshalledProgram mp = cuda::marshal(good, h100_limits());
+  int strided = 0;
+  for (const amk_instruction_t& inst : mp.instructions)
+    if (inst.op == AMK_OP_ATTENTION_TILE) {
+      EXPECT_EQ(inst.params.kv_stride, 128);
+      EXPECT_EQ(inst.params.kv_len, 64);
+      ++strided;
+    }
+  EXPECT_GT(strided, 0);
+  const std::string error = marshal_error(lowered(64, 32));
+  EXPECT_NE(error.find("a strided attention window's runs (kv_len 32) must be multiples of 64"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("attention"), std::string::npos) << error;
+}
+
+}  // namespace

@@ -164,7 +164,16 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
       // One partial argmax per SM, slices of a multiple of 4 logits (16-byte loads).
       {"sample_argmax", {{"N_tile", ceil_div(per_sm(m.vocab_size, sms), 4) * 4}}},
   };
-  if (split_kv) c.tiling.push_back({"attention", {{"kv_block", kv_block}, {"kv_heads", 1}}});
+  if (split_kv) {
+    c.tiling.push_back({"attention", {{"kv_block", kv_block}, {"kv_heads", 1}}});
+    // Blocks longer than one 64-key run stride over the context in runs of 64 (a strided
+    // window, amk/kv_window.h), so a short position's keys take one block a task instead of
+    // filling the first tasks' walks. Measured on the H200 (bench/RESULTS.md, fortieth
+    // session) at a 4,096 context, positions 64..320, same binary: llama-3.2-1b -6.1 %,
+    // qwen3-0.6b -11.0 %, smollm2-135m +0.1 % (its 128-key blocks walk two runs either way).
+    if (kv_block > 64 && max_context % kv_block == 0)
+      c.tiling.back().second.push_back({"kv_run", 64});
+  }
   // [gemv, silu_mul] takes the SiLU out of down_proj's prologue (two vectors of intermediate
   // floats loaded after its wait) into the gate/up tiles' epilogue, so [silu_mul, gemv] has
   // nothing left to fuse and is not listed.

@@ -297,8 +297,10 @@ TEST(CudaVm, GemvStripPathsMatchReference) {
 // do: split-KV blocks of 128 and 256 keys (2 and 4 key blocks a task, with the last one partial)
 // and an unsplit window of up to 300 keys (5 blocks), on the decode shape's fused attention
 // (one KV head a task, and unsplit: each KV head's task writing its slice of the row, no
-// combine) and on the plain ATTENTION_TILE with every head. Teacher-forced over 300
-// tokens against the reference, so every window length from 1 to 300 is checked.
+// combine) and on the plain ATTENTION_TILE with every head; and strided blocks (kv_run 64 at a
+// 512-token context: runs of 64 keys every 128 or 256 positions, so a task walks runs that are
+// not adjacent, and the step's row lands in a later run than the prestaged first). Teacher-
+// forced over 300 tokens against the reference, so every window length from 1 to 300 is checked.
 TEST(CudaVm, AttentionOverSeveralKeyBlocksMatchesReference) {
   AMK_REQUIRE_GPU();
   ScheduleConfig fused;
@@ -309,6 +311,7 @@ TEST(CudaVm, AttentionOverSeveralKeyBlocksMatchesReference) {
     int64_t kv_block;  // 0: no split, one task per layer (or per KV head) over the whole window
     bool fused;
     bool combine_gemv = false;  // o_proj merges the partials (COMBINE_GEMV_ADD_TILE)
+    int64_t kv_run = 0;         // strided blocks (tiling.attention.kv_run) at a 512 context
   };
   // GQA groups of 2 and of 8 (8 query heads on one KV head: qwen2.5-0.5b's 7 is the
   // presets' largest).
@@ -321,8 +324,13 @@ TEST(CudaVm, AttentionOverSeveralKeyBlocksMatchesReference) {
        {Case{"fused, 128-key split", 128, true}, Case{"fused, 256-key split", 256, true},
         Case{"fused, 64-key split, o_proj merges 5 partials", 64, true, true},
         Case{"plain, unsplit", 0, false},
-        Case{"fused, unsplit, a task a KV head writing its slice", 0, true}}},
-      {512, 8, 1, {Case{"fused, 128-key split", 128, true}, Case{"plain, unsplit", 0, false}}}};
+        Case{"fused, unsplit, a task a KV head writing its slice", 0, true},
+        Case{"fused, 256-key split in 64-key runs", 256, true, false, 64},
+        Case{"fused, 128-key split in 64-key runs, o_proj merges", 128, true, true, 64},
+        Case{"plain, 128-key split in 64-key runs", 128, false, false, 64}}},
+      {512, 8, 1,
+       {Case{"fused, 128-key split", 128, true}, Case{"plain, unsplit", 0, false},
+        Case{"fused, 256-key split in 64-key runs", 256, true, false, 64}}}};
   for (const Shape& shape : shapes) {
     const TempDir dir("long_window");
     write_random_checkpoint_for(dir.path(), strip_shape_config(shape.hidden, 512, shape.heads,
@@ -344,8 +352,10 @@ TEST(CudaVm, AttentionOverSeveralKeyBlocksMatchesReference) {
         config.tiling = {{"attention", {{"kv_block", k.kv_block}, {"kv_heads", 1}}}};
       else if (k.fused)
         config.tiling = {{"attention", {{"kv_heads", 1}}}};
+      if (k.kv_run > 0) config.tiling.front().second.push_back({"kv_run", k.kv_run});
       std::cout << "long window / " << label << ":\n";
-      expect_matches_reference(ck, lower_fixture(ck, config, DType::BF16, 320), tokens);
+      expect_matches_reference(ck, lower_fixture(ck, config, DType::BF16, k.kv_run > 0 ? 512 : 320),
+                               tokens);
     }
   }
 }

@@ -167,6 +167,14 @@ void check_task(const Task& t, int32_t n_sms) {
       throw MarshalError(fmt::format("{}: qdtype {} is not supported on the CUDA VM (0, 1 or 2)",
                                      task_name(t), qdtype));
   }
+  // A strided attention window runs on the 64-key block walk, whose blocks must not straddle
+  // two runs (docs/CUDA_VM.md).
+  if ((t.op == Op::ATTENTION_TILE || t.op == Op::ROPE_KV_ATTENTION_TILE) &&
+      t.params.get_int("kv_stride", 0) > 0 && t.params.get_int("kv_len", 0) % 64 != 0)
+    throw MarshalError(fmt::format(
+        "{}: a strided attention window's runs (kv_len {}) must be multiples of 64 keys on the "
+        "CUDA VM (tiling.attention.kv_run)",
+        task_name(t), t.params.get_int("kv_len", 0)));
   if (!t.sm) throw MarshalError(fmt::format("{} has no SM assignment", task_name(t)));
   if (*t.sm < 0 || *t.sm >= n_sms)
     throw MarshalError(
