@@ -220,6 +220,18 @@ prog att_q.json "$Q,$KC,$VC,$AO" "$(C 0)" "$(att '"n_heads":4,"kv_start":0,"kv_l
 validate prog_attention_heads_disagree_with_q_rejected 1 'q' att_q.json
 prog att_range.json "$Q,$KC,$VC,$AO" "$(C 0)" "$(att '"n_heads":2,"kv_start":0,"kv_len":3,"n_off":1,"N_tile":4')"
 validate prog_attention_head_range_outside_rejected 1 'head range' att_range.json
+# A strided window (kv_stride): runs of kv_len keys every kv_stride positions. Accepted and run
+# by the reference VM where the runs cannot overlap (a stride past the cache: one run);
+# refused, naming kv_stride, where they would (stride < kv_len) or the stride is negative.
+prog att_stride.json "$Q,$KC,$VC,$AO" "$(C 0)" "$(att '"n_heads":2,"kv_start":1,"kv_len":1,"kv_stride":2')"
+validate prog_attention_strided_accepted 0 'ACCEPTED|OK|valid' att_stride.json
+expect exec_attention_strided 0 'ok|o' -- "$AMK" exec "$WORK/att_stride.json" --seed 3
+prog att_stride_huge.json "$Q,$KC,$VC,$AO" "$(C 0)" "$(att '"n_heads":2,"kv_start":0,"kv_len":3,"kv_stride":2147483647')"
+expect exec_attention_stride_past_the_cache 0 'ok|o' -- "$AMK" exec "$WORK/att_stride_huge.json" --seed 3
+prog att_stride_short.json "$Q,$KC,$VC,$AO" "$(C 0)" "$(att '"n_heads":2,"kv_start":0,"kv_len":3,"kv_stride":2')"
+validate prog_attention_stride_shorter_than_its_run_rejected 1 'kv_stride 2' att_stride_short.json
+prog att_stride_neg.json "$Q,$KC,$VC,$AO" "$(C 0)" "$(att '"n_heads":2,"kv_start":0,"kv_len":3,"kv_stride":-4')"
+validate prog_attention_negative_stride_rejected 1 'kv_stride' att_stride_neg.json
 # A head-ranged ATTENTION_COMBINE past its output.
 prog combine.json "$(B 0 p0 IO_INPUT F32 '[12]'),$(B 1 p1 IO_INPUT F32 '[12]'),$(B 2 o IO_OUTPUT F32 '[1,8]')" "$(C 0)" \
   "$(T 0 ATTENTION_COMBINE '[0,1]' '[2]' 0 '' '"head_dim":4,"n_off":1,"N_tile":2')"
