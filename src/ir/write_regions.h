@@ -45,13 +45,15 @@ struct WriteRegion {
 
 // `regions` with each strided region replaced by its runs, and for each entry the index of the
 // region it came from. nullopt when the runs would pass `limit` entries (the caller then treats
-// the writes as overlapping: a proof it cannot afford is no proof).
+// the writes as overlapping: a proof it cannot afford is no proof). The default, 2^18 runs
+// (~15 MB), holds a 131,072-token context's strided blocks (16 x 8 tasks of 128 runs of 64 keys)
+// and keeps a hostile cache of 2^30 one-key runs from costing memory.
 struct ExpandedRegions {
   std::vector<WriteRegion> regions;
   std::vector<size_t> owner;
 };
 std::optional<ExpandedRegions> expand_runs(const std::vector<WriteRegion>& regions,
-                                           size_t limit = size_t(1) << 22);
+                                           size_t limit = size_t(1) << 18);
 
 // The part of the buffer with id `buffer` (one of the task's outputs) that `task` writes. `program` gives the
 // buffers' shapes (KV_APPEND's row count). A task with several outputs may write them
