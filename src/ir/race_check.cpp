@@ -154,15 +154,22 @@ void check_races(const CheckInputs& in) {
     const Buffer& buf = p.buffers[bi];
     if (ws.size() < 2 || !enum_in_range(buf.kind, kNumBufferKinds) || is_readonly_kind(buf.kind))
       continue;
+    // Strided windows' runs are proved disjoint one by one: a hostile number of them is named
+    // as what it is, not as an overlap of two tasks.
+    regions.clear();
+    for (int32_t t : ws) regions.push_back(write_region(p, p.tasks[static_cast<size_t>(t)], buf.id));
+    if (!expand_runs(regions)) {
+      in.diag.error("buffer " + buffer_ref(p, static_cast<int32_t>(bi)) + ": its writers' strided "
+                    "windows (param kv_stride) have more than " + std::to_string(kMaxExpandedRuns) +
+                    " runs in all, too many to prove disjoint");
+      continue;
+    }
     const auto runs = groups.runs.row(bi);
     WawCheck w;
     w.buffer = static_cast<int32_t>(bi);
     w.one_counter = runs.size() == 1 && groups.counter_at(g, runs[0]) >= 0;
     if (w.one_counter) {
       // Producers of one counter are never ordered among themselves; only disjointness helps.
-      regions.clear();
-      for (int32_t t : ws)
-        regions.push_back(write_region(p, p.tasks[static_cast<size_t>(t)], buf.id));
       w.overlap = find_overlap(regions);
       if (w.overlap) {
         w.culprits = {std::min(ws[w.overlap->first], ws[w.overlap->second]),
@@ -171,9 +178,6 @@ void check_races(const CheckInputs& in) {
     } else {
       // Writers under several counters whose regions are pairwise disjoint (say the fused
       // attention's KV rows, one counter per head group) never conflict with each other.
-      regions.clear();
-      for (int32_t t : ws)
-        regions.push_back(write_region(p, p.tasks[static_cast<size_t>(t)], buf.id));
       if (!find_overlap(regions)) {
         w.disjoint = true;
         waw_of[bi] = static_cast<int32_t>(waws.size());

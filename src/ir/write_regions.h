@@ -52,8 +52,9 @@ struct ExpandedRegions {
   std::vector<WriteRegion> regions;
   std::vector<size_t> owner;
 };
+inline constexpr size_t kMaxExpandedRuns = size_t(1) << 18;
 std::optional<ExpandedRegions> expand_runs(const std::vector<WriteRegion>& regions,
-                                           size_t limit = size_t(1) << 18);
+                                           size_t limit = kMaxExpandedRuns);
 
 // The part of the buffer with id `buffer` (one of the task's outputs) that `task` writes. `program` gives the
 // buffers' shapes (KV_APPEND's row count). A task with several outputs may write them
