@@ -45,7 +45,10 @@ void check_accumulations(const CheckInputs& in) {
   };
   std::vector<Group> groups;
   hb.clear();
-  for (const auto& [b, tasks] : adders) {
+  for (const auto& entry : adders) {
+    // Named, not structured bindings: clang 14 (the fuzz build) refuses lambdas capturing those.
+    const auto& b = entry.first;
+    const auto& tasks = entry.second;
     const Buffer& buf = p.buffers[static_cast<size_t>(b)];
     if (buf.kind != BufferKind::ACTIVATION && buf.kind != BufferKind::IO_OUTPUT) {
       in.diag.error("task " + task_ref(p, tasks[0]) + " accumulates into buffer " + buffer_ref(p, b) +

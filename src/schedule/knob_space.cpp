@@ -252,7 +252,10 @@ void set_integer_knob(ScheduleConfig& config, std::string_view name, std::option
   }
   if (!name.starts_with("tiling."))
     throw std::out_of_range(fmt::format("'{}' is not an integer knob", name));
-  const auto [arch, key] = tile_parts(name);
+  // Named, not structured bindings: clang 14 (the fuzz build) refuses lambdas capturing those.
+  const auto parts = tile_parts(name);
+  const auto& arch = parts.first;
+  const auto& key = parts.second;
   auto it = std::find_if(config.tiling.begin(), config.tiling.end(),
                          [&](const auto& e) { return e.first == arch; });
   if (it == config.tiling.end()) {

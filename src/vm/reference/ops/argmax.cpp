@@ -132,8 +132,9 @@ void sample(const OpContext& c, bool reduce) {
     any_finite = any_finite || std::isfinite(row[j]);
   }
   if (!any_finite) c.fail("every logit is -inf: no token can be drawn");
-  std::vector<float> fv(size_t(PackedSampling::kFloats));
-  std::vector<int32_t> iv(size_t(PackedSampling::kInts));
+  // static_cast: clang reads `fv(size_t(X))` as a function declaration (the fuzz build, clang 14).
+  std::vector<float> fv(static_cast<size_t>(PackedSampling::kFloats));
+  std::vector<int32_t> iv(static_cast<size_t>(PackedSampling::kInts));
   for (size_t j = 0; j < fv.size(); ++j) fv[j] = float(load(f, int64_t(j)));
   for (size_t j = 0; j < iv.size(); ++j) iv[j] = int32_t(load(i, int64_t(j)));
   uint64_t draw_offset = 0;
