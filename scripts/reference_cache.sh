@@ -12,6 +12,14 @@
 #
 # reference_cache_save writes $OUT/references.tgz: carry it into the next call and name it in
 # AMK_REFERENCE_SEED (a new machine then checks against the logits computed on this one).
+#
+# The build machine can compute them instead, without a GPU and without device minutes (after an
+# IR version change every key is new): the device run's preset, context and check positions,
+# and the target it resolves, e.g. for gpu_check's 512-context benches and gpu_ab's default check
+#   amk bench --preset llama-3.2-1b --preset-dir P --reference-only --reference-cache R \
+#     --gpu h200 --context 512 [--check-positions 0,65]
+# then `tar czf references.tgz -C R .` (the keys match: the presets are generated from a fixed
+# seed and the key samples their files; checked on the 1B at 4,096, fortieth session).
 
 reference_cache_dir="${AMK_REFERENCE_CACHE:-/tmp/amk-references}"
 

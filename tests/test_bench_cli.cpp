@@ -5,7 +5,10 @@
 #include <cstdlib>
 #include <string>
 
+#include <filesystem>
+
 #include "support/amk_command.h"
+#include "support/temp_dir.h"
 
 namespace {
 
@@ -41,6 +44,37 @@ TEST_F(BenchCli, NoGpuIsSaidBeforeAnythingElse) {
                 r.err.find("built without CUDA") != std::string::npos)
         << r.err;
   }
+}
+
+// --reference-only needs no GPU: it fills the reference cache with the check's logits (one file
+// a position) and stops, printing no floor and no latency; the second run reads them. It needs
+// the cache folder and a named target (the key holds the plain lowering for it).
+TEST_F(BenchCli, ReferenceOnlyFillsTheCacheWithoutAGpu) {
+  const amk::testing::TempDir dir("bench_reference_only");
+  const std::string cache = (dir.path() / "refs").string();
+  const std::string args = "bench --preset tiny --preset-dir " + (dir.path() / "tiny").string() +
+                           " --reference-only --reference-cache " + cache +
+                           " --gpu h200 --context 512 --check-positions 0,1,65";
+  const auto first = run_amk(args);
+  EXPECT_EQ(first.exit_code, 0) << first.out << first.err;
+  EXPECT_NE(first.out.find("reference 3 check steps of the plain lowering computed in"),
+            std::string::npos)
+      << first.out;
+  EXPECT_EQ(first.out.find("floor"), std::string::npos) << first.out;
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(cache)) files += e.is_regular_file();
+  EXPECT_EQ(files, 3);
+  const auto second = run_amk(args);
+  EXPECT_EQ(second.exit_code, 0) << second.out << second.err;
+  EXPECT_NE(second.out.find("read from"), std::string::npos) << second.out;
+  const auto no_cache = run_amk("bench --preset tiny --reference-only --gpu h200");
+  EXPECT_EQ(no_cache.exit_code, 2);
+  EXPECT_NE(no_cache.err.find("--reference-only fills --reference-cache"), std::string::npos)
+      << no_cache.err;
+  const auto no_target = run_amk("bench --preset tiny --reference-only --reference-cache " + cache);
+  EXPECT_EQ(no_target.exit_code, 2);
+  EXPECT_NE(no_target.err.find("--reference-only needs --gpu NAME"), std::string::npos)
+      << no_target.err;
 }
 
 TEST_F(BenchCli, NeedsExactlyOneModel) {

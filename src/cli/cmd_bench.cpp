@@ -76,6 +76,10 @@ struct BenchOptions {
   bool ring_probe = false;  // also measure the bulk-copy ring alone
   bool no_weight_ring = false;
   std::string reference_cache;  // a folder of the plain lowering's reference logits, when set
+  // Only fill --reference-cache with the check's reference logits and stop: no GPU needed, so
+  // the build machine can compute them for the device runs (the same preset, context and check
+  // positions give the same key there).
+  bool reference_only = false;
 };
 
 // ---- the checkpoint -------------------------------------------------------------------------
@@ -172,8 +176,10 @@ int run_bench(const BenchOptions& opt) {
   std::cout << std::unitbuf;
   // (1) No GPU, no numbers: say why and stop before any other input is looked at, anything is
   // generated or measured.
-  const CudaAvailability gpu = cuda_availability();
-  if (!gpu.usable) {
+  if (opt.reference_only && opt.reference_cache.empty())
+    return fail_usage("--reference-only fills --reference-cache: name the folder");
+  const CudaAvailability gpu = opt.reference_only ? CudaAvailability{} : cuda_availability();
+  if (!gpu.usable && !opt.reference_only) {
     std::cerr << "amk: bench: no usable GPU: " << gpu.message << "\n";
     return kExitBadInput;
   }
@@ -203,10 +209,18 @@ int run_bench(const BenchOptions& opt) {
             overwrite_problem(path, {opt.model_dir, opt.config, opt.preset_dir});
         !problem.empty())
       return fail_usage(fmt::format("refusing to write {} '{}': it {}", flag, path, problem));
+  // The reference's key holds the plain lowering for the target: --reference-only names it
+  // (auto asks the GPU, which that mode does not use).
+  if (opt.reference_only && opt.gpu == "auto")
+    return fail_usage("--reference-only needs --gpu NAME (the target the device run resolves, "
+                      "e.g. h200): the reference's key holds the plain lowering for it");
   const GpuTarget* target = resolve_target(opt.gpu);
   if (target == nullptr) return kExitBadInput;
-  std::cout << fmt::format("device    {} ({} SMs, sm_{}{}), target {}\n", gpu.device_name,
-                           gpu.sm_count, gpu.cc_major, gpu.cc_minor, target->name);
+  if (opt.reference_only)
+    std::cout << fmt::format("device    none (--reference-only), target {}\n", target->name);
+  else
+    std::cout << fmt::format("device    {} ({} SMs, sm_{}{}), target {}\n", gpu.device_name,
+                             gpu.sm_count, gpu.cc_major, gpu.cc_minor, target->name);
 
   ModelFolder folder;
   if (!opt.preset.empty()) {
@@ -254,6 +268,32 @@ int run_bench(const BenchOptions& opt) {
   if (!opt.trace.empty() && opt.trace_layer >= eval::layer_count(program))
     return fail_usage(fmt::format("--trace-layer {}: the program has {} layers", opt.trace_layer,
                                   eval::layer_count(program)));
+  if (opt.reference_only) {
+    try {
+      Program plain = lower(model, eval::plain_schedule_config(), *target, max_context, *weight_dtype);
+      eval::ReferenceCache cache(
+          opt.reference_cache,
+          eval::reference_cache_key(folder.path, *weight_dtype, max_context, plain));
+      const std::vector<int64_t> tokens =
+          eval::check_prompt(int(positions.size()), model.vocab_size);
+      const auto start = Clock::now();
+      const eval::ReferenceCheckLogits kept = eval::reference_check_logits(
+          in->checkpoint, std::move(plain), positions, tokens, &cache, /*step_timeout_s=*/1800);
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      std::cout << fmt::format(
+          "reference {} check steps of the plain lowering {} {}\n", positions.size(),
+          kept.from_cache ? "read from" : fmt::format("computed in {:.1f} s, kept in", seconds),
+          opt.reference_cache);
+      if (!kept.not_kept.empty()) {
+        std::cerr << "amk: bench: --reference-cache: " << kept.not_kept << " (not kept)\n";
+        return kExitFailed;
+      }
+    } catch (const std::exception& e) {
+      std::cerr << "amk: bench: --reference-only: " << e.what() << "\n";
+      return kExitFailed;
+    }
+    return 0;
+  }
 
   // (2) + (3) The floor: the bytes a step must move over the measured read ceiling.
   const int64_t mean_position =
@@ -583,6 +623,10 @@ void add_bench_command(CLI::App& app, Action& action) {
                   "Folder of reference logits kept between runs on this machine: the check "
                   "compares with the plain lowering's logits (amk eval's oracle), computed once "
                   "per checkpoint, context and check list (an A/B repeats the same checks)");
+  cmd->add_flag("--reference-only", opt->reference_only,
+               "Only compute the check's reference logits into --reference-cache and stop (no "
+               "GPU needed: the build machine prepares them for a device run with the same "
+               "preset, --gpu, --context and check positions)");
   cmd->add_option("--json", opt->json_path, "Write the full report here");
   cmd->add_option("--results", opt->results, "results.tsv to append a row to")
       ->capture_default_str();
