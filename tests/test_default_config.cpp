@@ -99,6 +99,13 @@ TEST(DefaultScheduleConfig, Llama32_1bOnH100) {
   EXPECT_EQ(kv_run("llama-3.2-1b", 1024), -1);
   EXPECT_EQ(kv_run("llama-3.2-1b", 4000), -1);
   EXPECT_EQ(kv_run("llama-3.2-1b", 512), -1);
+  EXPECT_EQ(kv_run("llama-3.1-8b", 4096), 64);  // 4 query heads of 128 a task: 512 = 2 x 256
+  // Only where the CUDA VM's block walk takes a task of one KV head: head_dim 96 is not a
+  // multiple of 64 (BF16 rows of 8 vectors), so that shape keeps contiguous blocks.
+  ModelConfig odd = preset("llama-3.2-1b");
+  odd.head_dim = 96;
+  EXPECT_EQ(n_tile(default_schedule_config(odd, h100(), 4096), "attention", "kv_run"), -1);
+  EXPECT_EQ(n_tile(default_schedule_config(odd, h100(), 4096), "attention", "kv_block"), 256);
 }
 
 // The lm_head takes one tile per SM unless its strip partials would pass 32 KiB of scratch:

@@ -640,17 +640,21 @@ TEST(Marshal, EveryPresetsRingStagesStart128ByteAligned) {
 
 namespace {
 
-// The CUDA VM's strided attention windows walk 64-key blocks that must not straddle two runs:
-// runs of 64 marshal (kv_stride lands in the instruction's params), runs of 32 are refused,
-// naming the task.
+// The CUDA VM's strided attention windows run on the 64-key block walk, whose blocks must not
+// straddle two runs: smollm2-135m's shape (head_dim 64, 3 query heads a KV head, BF16 caches)
+// marshals with runs of 64 (kv_stride lands in the instruction's params); runs of 32 are
+// refused, and so is a shape the walk does not take (tiny-llama's head_dim 16), each naming the
+// task.
 TEST(Marshal, StridedAttentionRunsAreWholeKeyBlocks) {
-  const ModelConfig m = load_model_config(kFixtures / "tiny-llama" / "config.json");
-  const auto lowered = [&](int64_t block, int64_t run) {
+  const auto lowered_for = [&](const ModelConfig& m, int64_t block, int64_t run) {
     ScheduleConfig c;
     c.tiling = {{"attention", {{"kv_block", block}, {"kv_heads", 1}, {"kv_run", run}}}};
     c.sm_assignment = std::string("round_robin");
-    return lower(m, c, *find_target("h100"), 256);
+    return lower(m, c, *find_target("h100"), 256, DType::BF16);
   };
+  const ModelConfig smol =
+      parse_model_config(model_preset_config("smollm2-135m", "bfloat16"), "smollm2-135m");
+  const auto lowered = [&](int64_t block, int64_t run) { return lowered_for(smol, block, run); };
   const Program good = lowered(128, 64);
   const MarshalledProgram mp = cuda::marshal(good, h100_limits());
   int strided = 0;
@@ -666,6 +670,13 @@ TEST(Marshal, StridedAttentionRunsAreWholeKeyBlocks) {
             std::string::npos)
       << error;
   EXPECT_NE(error.find("attention"), std::string::npos) << error;
+  const ModelConfig tiny = load_model_config(kFixtures / "tiny-llama" / "config.json");
+  const std::string shape = marshal_error(lowered_for(tiny, 128, 64));
+  EXPECT_NE(shape.find("L0.attention[h0][kv0]"), std::string::npos) << shape;
+  EXPECT_NE(shape.find("runs on the 64-key block walk, which this task's shape does not fit "
+                       "(head_dim 16"),
+            std::string::npos)
+      << shape;
 }
 
 }  // namespace

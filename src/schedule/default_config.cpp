@@ -8,6 +8,7 @@
 #include "amk/lowering.h"
 #include "amk/model_config.h"
 #include "vm/cuda/ops/gemv_strips.h"
+#include "vm/cuda/ops/scratch.h"
 
 namespace amk {
 
@@ -164,16 +165,7 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
       // One partial argmax per SM, slices of a multiple of 4 logits (16-byte loads).
       {"sample_argmax", {{"N_tile", ceil_div(per_sm(m.vocab_size, sms), 4) * 4}}},
   };
-  if (split_kv) {
-    c.tiling.push_back({"attention", {{"kv_block", kv_block}, {"kv_heads", 1}}});
-    // Blocks longer than one 64-key run stride over the context in runs of 64 (a strided
-    // window, amk/kv_window.h), so a short position's keys take one block a task instead of
-    // filling the first tasks' walks. Measured on the H200 (bench/RESULTS.md, fortieth
-    // session) at a 4,096 context, positions 64..320, same binary: llama-3.2-1b -6.1 %,
-    // qwen3-0.6b -11.0 %, smollm2-135m +0.1 % (its 128-key blocks walk two runs either way).
-    if (kv_block > 64 && max_context % kv_block == 0)
-      c.tiling.back().second.push_back({"kv_run", 64});
-  }
+  if (split_kv) c.tiling.push_back({"attention", {{"kv_block", kv_block}, {"kv_heads", 1}}});
   // [gemv, silu_mul] takes the SiLU out of down_proj's prologue (two vectors of intermediate
   // floats loaded after its wait) into the gate/up tiles' epilogue, so [silu_mul, gemv] has
   // nothing left to fuse and is not listed.
@@ -223,6 +215,25 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
                                 fast_with_6_warps(m.intermediate_size)
                             ? 192
                             : 256;
+  // Blocks longer than one 64-key run stride over the context in runs of 64 (a strided
+  // window, amk/kv_window.h), so a short position's keys take one block a task instead of
+  // filling the first tasks' walks. Measured on the H200 (bench/RESULTS.md, fortieth
+  // session) at a 4,096 context, positions 64..320, same binary: llama-3.2-1b -6.1 %,
+  // qwen3-0.6b -11.0 %, smollm2-135m +0.1 % (its 128-key blocks walk two runs either way).
+  // Only where the CUDA VM's 64-key block walk, the one path that takes a strided window, takes
+  // a task of one KV head with these threads and the attention scratch the loader reserves, for
+  // BF16 and F32 caches alike (head_dim 64 or 128, a GQA group of at most 2 x threads / head_dim).
+  const int64_t rep = m.num_attention_heads / kv_heads;
+  const auto block_walk_takes = [&](bool bf16) {
+    const int threads = int(c.threads_per_block);
+    return cuda::attention_block_fits(
+        int(m.head_dim), int(rep), 1, bf16, threads,
+        cuda::attention_split_scratch_bytes(int(m.head_dim), int(rep), 1, threads));
+  };
+  if (split_kv && kv_block > 64 && max_context % kv_block == 0 && block_walk_takes(true) &&
+      block_walk_takes(false))
+    for (auto& [archetype, sizes] : c.tiling)
+      if (archetype == "attention") sizes.push_back({"kv_run", 64});
   return c;
 }
 

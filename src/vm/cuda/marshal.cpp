@@ -308,6 +308,43 @@ int64_t task_scratch_bytes(const Task& t, const IdMaps& ids, int consumer_thread
   }
 }
 
+// A strided attention window runs on the 64-key block walk only (ops/attention.cuh attention_run):
+// its task's shape must take it with this layout's threads and op scratch (after the fused op's
+// prologue), or the launch would fail on the device.
+void check_strided_attention(const Task& t, const IdMaps& ids, const MegakernelLayout& layout) {
+  if ((t.op != Op::ATTENTION_TILE && t.op != Op::ROPE_KV_ATTENTION_TILE) ||
+      t.params.get_int("kv_stride", 0) <= 0)
+    return;
+  const int64_t head_dim = t.params.get_int("head_dim", 0);
+  const int64_t all_heads = t.params.get_int("n_heads", 0), all_kv = t.params.get_int("n_kv_heads", 0);
+  const int64_t range = t.params.get_int("N_tile", 0);
+  const int64_t heads = range > 0 ? range : all_heads;
+  const size_t cache_at = t.op == Op::ATTENTION_TILE ? 1 : 3;
+  bool bf16 = false;
+  if (t.inputs.size() > cache_at)
+    if (const auto it = ids.buffer_by_id.find(t.inputs[cache_at]); it != ids.buffer_by_id.end())
+      bf16 = it->second->dtype == DType::BF16;
+  bool fits = head_dim > 0 && head_dim <= kOpMaxHeadDim && all_heads > 0 && all_kv > 0 &&
+              all_heads % all_kv == 0 && heads > 0 && heads <= all_heads;
+  if (fits) {
+    const int64_t kv = heads / (all_heads / all_kv);
+    int64_t scratch = layout.scratch_bytes;
+    if (t.op == Op::ROPE_KV_ATTENTION_TILE)
+      scratch -= 4 * int64_t(rope_kv_prologue_floats(
+                         int(heads), int(kv), int(head_dim),
+                         (t.params.get_int("flags", 0) & attention_flags::kHeadNorm) != 0));
+    fits = attention_block_fits(int(head_dim), int(heads), int(kv), bf16, layout.consumer_threads,
+                                scratch);
+  }
+  if (!fits)
+    throw MarshalError(fmt::format(
+        "{}: a strided attention window (kv_stride) runs on the 64-key block walk, which this "
+        "task's shape does not fit (head_dim {}, {} query heads, {} caches, {} consumer threads, "
+        "{} bytes of op scratch); use contiguous blocks (no tiling.attention.kv_run)",
+        task_name(t), head_dim, heads, bf16 ? "BF16" : "F32", layout.consumer_threads,
+        layout.scratch_bytes));
+}
+
 MegakernelLayout plan_layout(const Program& program, const IdMaps& ids,
                              const MarshalLimits& limits) {
   MegakernelLayout layout;
@@ -499,6 +536,7 @@ MarshalledProgram marshal(const Program& program, const MarshalLimits& limits) {
   }
   m.token_buffer = int32_scalar_buffer(program, ids, "token");
   m.layout = plan_layout(program, ids, limits);
+  for (const Task& t : program.tasks) check_strided_attention(t, ids, m.layout);
   return m;
 }
 

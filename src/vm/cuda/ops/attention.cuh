@@ -672,24 +672,14 @@ __device__ void attention_tile_fast(const OpContext& c, const AttentionShape& a,
 // session): staging 1.2, scores 0.9, softmax 0.35, values 1.0 us; run again warm, 3.1. Its
 // dependent chains bound it, not bytes or instruction fetch: a faster block needs shorter
 // chains on more warps (tensor cores alone, one chain a warp, measured slower).
-inline constexpr int kAttnBlockKeys = 64;
-// (head, dim) items a thread keeps an acc for: n_heads x head_dim <= this x consumer threads.
-inline constexpr int kAttnBlockItems = 2;
-
-// Floats of scratch attention_block needs: [K: 64 x G D][V: 64 x G D] (cache elements: half
-// the room for BF16)[q: H x D][p: H x 64][m, l, r: H] (scratch.h
-// attention_split_scratch_bytes() reserves at least this).
+// kAttnBlockKeys, kAttnBlockItems and the block's scratch: scratch.h (the loader reads them too;
+// attention_split_scratch_bytes() reserves at least the block's scratch).
 __device__ __forceinline__ int64_t attention_block_floats(const AttentionShape& a) {
-  const int64_t gd = int64_t(a.n_kv_heads) * a.head_dim;
-  return (a.bf16 ? 1 : 2) * kAttnBlockKeys * gd +
-         int64_t(a.n_heads) * (a.head_dim + kAttnBlockKeys + 3);
+  return attention_block_floats(a.head_dim, a.n_heads, a.n_kv_heads, a.bf16);
 }
-// The K rows' 16-byte vectors are swizzled by (key & 7), so a key's row must hold a multiple of
-// 8 of them: G D % 32 == 0 for F32, % 64 for BF16.
 __device__ __forceinline__ bool attention_block_fits(const OpContext& c, const AttentionShape& a) {
-  return a.head_dim % 32 == 0 && (!a.bf16 || a.n_kv_heads * a.head_dim % 64 == 0) &&
-         a.n_heads * a.head_dim <= kAttnBlockItems * c.n_threads &&
-         attention_block_floats(a) * 4 <= c.scratch_bytes;
+  return attention_block_fits(a.head_dim, a.n_heads, a.n_kv_heads, a.bf16, c.n_threads,
+                              c.scratch_bytes);
 }
 
 // q_h . k_j over D dims from a K row of shared memory (16-byte vectors swizzled by sw; `first`

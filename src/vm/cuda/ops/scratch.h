@@ -87,6 +87,26 @@ constexpr int attention_split_scratch_bytes(int head_dim, int n_heads, int n_kv_
   return round_up16((consumer_threads / 32) * (head_dim <= 128 ? 4 : 2) * (head_dim + 2) * 4);
 }
 
+// attention_block (ops/attention.cuh), the 64-key block walk: its keys per block, the (head, dim)
+// items a thread keeps an acc for (n_heads x head_dim <= this x consumer threads), the floats of
+// scratch it needs ([K: 64 x G D][V: 64 x G D] cache elements, half the room for BF16; [q: H x
+// D][p: H x 64][m, l, r: H]) and whether a task's shape takes it. One formula for the device,
+// the loader (a strided window runs only there) and the derived config.
+inline constexpr int kAttnBlockKeys = 64;
+inline constexpr int kAttnBlockItems = 2;
+constexpr long long attention_block_floats(int head_dim, int n_heads, int n_kv_heads, bool bf16) {
+  const long long gd = (long long)n_kv_heads * head_dim;
+  return (bf16 ? 1 : 2) * kAttnBlockKeys * gd + (long long)n_heads * (head_dim + kAttnBlockKeys + 3);
+}
+// The K rows' 16-byte vectors are swizzled by (key & 7), so a key's row must hold a multiple of
+// 8 of them: G D % 32 == 0 for F32, % 64 for BF16.
+constexpr bool attention_block_fits(int head_dim, int n_heads, int n_kv_heads, bool bf16,
+                                    int consumer_threads, long long scratch_bytes) {
+  return head_dim > 0 && head_dim % 32 == 0 && (!bf16 || n_kv_heads * head_dim % 64 == 0) &&
+         n_heads * head_dim <= kAttnBlockItems * consumer_threads &&
+         attention_block_floats(head_dim, n_heads, n_kv_heads, bf16) * 4 <= scratch_bytes;
+}
+
 // What every non-GEMV op of a program with heads of at most `max_head_dim` requires.
 constexpr int op_scratch_bytes(int max_head_dim) {
   const int rope = rope_scratch_bytes(max_head_dim);
