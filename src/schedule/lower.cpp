@@ -505,7 +505,6 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
     } else if (fusion.combine_gemv) {
       // Split-KV into one stack of partials [n_blocks * NH, HD + 2]: block b's task writes slab
       // b (param m_off), its head group's rows; one counter for every block task.
-      const int64_t B = *tiling.kv_block;
       const int64_t n_groups = NKV / kv_heads, group_heads = NH / n_groups;
       partial_stack = g.act(ap + "attn_partials", {n_blocks * NH, HD + 2});
       const int64_t counter = g.shared_counter(ap + "attention partials");
@@ -529,7 +528,6 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
       // by head: each group of kv_heads KV heads (and their query heads) gets its own partials
       // and its own combine, which writes its heads' slice of attn, so a group's combine waits
       // only for that group's blocks.
-      const int64_t B = *tiling.kv_block;
       const int64_t n_groups = NKV / kv_heads, group_heads = NH / n_groups;
       const bool by_head = tiling.kv_heads.has_value();
       const int64_t attn_counter = by_head ? g.shared_counter(ap + "attention heads") : -1;
