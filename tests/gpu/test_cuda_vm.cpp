@@ -29,6 +29,7 @@
 #include "amk/oracle.h"
 #include "amk/random_checkpoint.h"
 #include "amk/reference_cache.h"
+#include "amk/reference_vm.h"
 #include "amk/validate.h"
 #include "gpu/gpu_support.h"
 
@@ -373,6 +374,75 @@ TEST(CudaVm, AttentionOverSeveralKeyBlocksMatchesReference) {
 // runs alone) are held against the third pass of one VM, and so is a VM whose activations are
 // poisoned before every launch (CudaVmOptions::testing_poison_each_launch). The cause (thirty-
 // seventh session): a staged output's relaxed count (docs/CUDA_VM.md); fixed in 2a7a402.
+// A strided window without the runtime clip (a static ATTENTION_TILE, which the lowering does not
+// emit): runs of 64 keys at 64, 256 and 448 of a 512-row cache, all walked. The partial [acc | m |
+// l] of both heads matches the reference VM's, with BF16 and F32 caches; the window really is
+// the three runs (the reference's l over them differs from one run's).
+TEST(CudaVm, StaticStridedWindowMatchesReference) {
+  AMK_REQUIRE_GPU();
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const auto random = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = normal(rng);
+    return v;
+  };
+  for (const DType cache_dtype : {DType::BF16, DType::F32}) {
+    SCOPED_TRACE(std::string(name_of(cache_dtype)) + " caches");
+    const auto program = [&](int64_t stride) {
+      Program p;
+      p.new_buffer("q", BufferKind::IO_INPUT, DType::F32, {1, 128});
+      p.new_buffer("k", BufferKind::KV_CACHE, cache_dtype, {1, 512, 64});
+      p.new_buffer("v", BufferKind::KV_CACHE, cache_dtype, {1, 512, 64});
+      p.new_buffer("o", BufferKind::IO_OUTPUT, DType::F32, {1, 2 * 66});
+      Params a;
+      a.set_int("head_dim", 64);
+      a.set_int("kv_start", 64);
+      a.set_int("kv_len", 64);
+      if (stride > 0) a.set_int("kv_stride", stride);
+      a.set_int("n_heads", 2);
+      a.set_int("n_kv_heads", 1);
+      a.set_int("flags", attention_flags::kPartial);
+      a.set_real("scale", 0.125);
+      p.add_task(Op::ATTENTION_TILE, {0, 1, 2}, {3}, p.new_counter(), {}, a, "attention").sm = 0;
+      return p;
+    };
+    const Program strided = program(192);
+    ASSERT_TRUE(validate(strided).ok) << validate(strided).report();
+    const Tensor q = Tensor::from_floats(DType::F32, {1, 128}, random(128));
+    const Tensor k = Tensor::from_floats(cache_dtype, {1, 512, 64}, random(512 * 64));
+    const Tensor v = Tensor::from_floats(cache_dtype, {1, 512, 64}, random(512 * 64));
+    const auto reference = [&](const Program& p) {
+      ReferenceVM ref(p);
+      ref.set_buffer(0, q);
+      ref.set_buffer(1, k);
+      ref.set_buffer(2, v);
+      const VmRunResult r = ref.run();
+      EXPECT_TRUE(r.ok()) << r.message;
+      return ref.buffer(3).to_floats();
+    };
+    const std::vector<float> want = reference(strided);
+    CudaVM vm(strided);
+    vm.set_buffer(0, q);
+    vm.set_buffer(1, k);
+    vm.set_buffer(2, v);
+    const CudaRunResult r = vm.run(0);
+    ASSERT_TRUE(r.ok()) << name_of(r.status) << ": " << r.message;
+    const std::vector<float> got = vm.read_buffer(3).to_floats();
+    ASSERT_EQ(got.size(), want.size());
+    float widest = 0, scale = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(got[i])) << i;
+      widest = std::max(widest, std::abs(got[i] - want[i]));
+      scale = std::max(scale, std::abs(want[i]));
+    }
+    EXPECT_LE(widest, 1e-4f * scale) << "max |gpu - ref| " << widest << " of " << scale;
+    // l (element 65 of head 0's partial) sums over 192 keys, not over the first run's 64.
+    const std::vector<float> one_run = reference(program(0));
+    EXPECT_GT(std::abs(want[65] - one_run[65]), 1e-3f * std::abs(want[65]));
+  }
+}
+
 TEST(CudaVm, Qwen3FreshVmsFirstStepsMatchAWarmVm) {
   AMK_REQUIRE_GPU();
   // A config; ~1.5 s a VM (its 1.2 GB of weights). AMK_FRESH_VMS raises it for a hunt.

@@ -991,6 +991,9 @@ __device__ inline int attention_setup(const OpContext& c, AttentionShape& a, int
   a.kv_run = p.kv_stride > 0 ? p.kv_len : 0;
   a.kv_period = p.kv_stride > 0 ? p.kv_stride : 0;
   a.max_seq = int32_t(max_seq);
+  // A strided window's keys are all its runs' (without the runtime clip, which recounts them).
+  if (a.kv_period > 0 && int64_t(p.kv_start) + p.kv_len <= max_seq)
+    a.kv_len = attention_window_of(a).keys();
   const amk_buffer_t& out = out_buf(c, 0);
   const int width = a.partial ? a.head_dim + 2 : a.head_dim;
   // Not partial, a head range may write its slice of a row of every head (the device's copy of
