@@ -28,6 +28,10 @@ bool is_gemv_family(Op op);
 // follows its gate weight.
 size_t gemv_weight_input(Op op);
 
+// The input slot of an attention op's K cache (its V cache follows): ATTENTION_TILE's 1 after
+// q, ROPE_KV_ATTENTION_TILE's 3 after q, k and v (docs/OPCODES.md).
+size_t attention_k_cache_input(Op op);
+
 // How many [N, K]-sized weight slices the tile streams, from gemv_weight_input() on: 2 for the GLU
 // tiles, 3 with the down projection's slice.
 int64_t gemv_weight_count(Op op);

@@ -22,6 +22,8 @@ size_t gemv_weight_input(Op op) {
              : 1;
 }
 
+size_t attention_k_cache_input(Op op) { return op == Op::ROPE_KV_ATTENTION_TILE ? 3 : 1; }
+
 int64_t gemv_weight_count(Op op) { return is_glu_down(op) ? 3 : is_glu_gemv(op) ? 2 : 1; }
 
 }  // namespace amk

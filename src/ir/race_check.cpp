@@ -158,7 +158,7 @@ void check_races(const CheckInputs& in) {
     // as what it is, not as an overlap of two tasks.
     regions.clear();
     for (int32_t t : ws) regions.push_back(write_region(p, p.tasks[static_cast<size_t>(t)], buf.id));
-    if (!expand_runs(regions)) {
+    if (run_count(regions) > kMaxExpandedRuns) {
       in.diag.error("buffer " + buffer_ref(p, static_cast<int32_t>(bi)) + ": its writers' strided "
                     "windows (param kv_stride) have more than " + std::to_string(kMaxExpandedRuns) +
                     " runs in all, too many to prove disjoint");

@@ -243,14 +243,20 @@ WriteRegion write_region(const Program& program, const Task& task, int64_t buffe
   return r;
 }
 
-std::optional<ExpandedRegions> expand_runs(const std::vector<WriteRegion>& regions,
-                                           size_t limit) {
-  ExpandedRegions e;
+size_t run_count(const std::vector<WriteRegion>& regions) {
   size_t total = 0;
   for (const WriteRegion& r : regions) {
     const size_t runs = r.whole || r.row_runs < 1 ? 1 : size_t(r.row_runs);
-    if (runs > limit || (total += runs) > limit) return std::nullopt;
+    if (__builtin_add_overflow(total, runs, &total)) return SIZE_MAX;
   }
+  return total;
+}
+
+std::optional<ExpandedRegions> expand_runs(const std::vector<WriteRegion>& regions,
+                                           size_t limit) {
+  const size_t total = run_count(regions);
+  if (total > limit) return std::nullopt;
+  ExpandedRegions e;
   e.regions.reserve(total);
   e.owner.reserve(total);
   for (size_t i = 0; i < regions.size(); ++i) {

@@ -53,6 +53,9 @@ struct ExpandedRegions {
   std::vector<size_t> owner;
 };
 inline constexpr size_t kMaxExpandedRuns = size_t(1) << 18;
+// The entries expand_runs would make (a whole or unstrided region is one), without making them;
+// saturates at SIZE_MAX.
+size_t run_count(const std::vector<WriteRegion>& regions);
 std::optional<ExpandedRegions> expand_runs(const std::vector<WriteRegion>& regions,
                                            size_t limit = kMaxExpandedRuns);
 

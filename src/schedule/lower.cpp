@@ -454,9 +454,10 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
       }
       return attn_params(b * B, std::min(B, C - b * B), flags);
     };
-    // The keys of block b's window (est_bytes, flops).
+    // The keys of block b's window (est_bytes, flops): strided or not, B (kv_run needs B to
+    // divide C), but the last contiguous block's clip.
     const auto block_keys = [&](int64_t b) {
-      return tiling.kv_run ? *tiling.kv_block : std::min(*tiling.kv_block, C - b * *tiling.kv_block);
+      return std::min(*tiling.kv_block, C - b * *tiling.kv_block);
     };
     // [attention_combine, gemv]: no attention row; the block tasks write a stack of partials
     // that the o_proj tiles merge.
@@ -622,8 +623,7 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
       // come first), so the partials past pos / kv_len are empty either way.
       Params merge = ints({{"head_dim", HD},
                            {"n_heads", NH},
-                           {"kv_len", tiling.kv_run ? std::min(*tiling.kv_run, *tiling.kv_block)
-                                                    : *tiling.kv_block},
+                           {"kv_len", tiling.kv_run.value_or(*tiling.kv_block)},
                            {"flags", attention_flags::kRuntimeWindow}});
       // est_bytes as GEMV_ADD_TILE's (the partials, like the combine's, are L2 traffic).
       g.tiles(Op::COMBINE_GEMV_ADD_TILE, std::move(in), merge, g.abytes(H), b_o.has_value(), h1,

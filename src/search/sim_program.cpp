@@ -177,7 +177,7 @@ Prepared prepare(const Program& program, const GpuTarget& target, const SimOptio
       const int64_t start = t.params.get_int("kv_start", 0);
       const int64_t len = t.params.get_int("kv_len", 0);
       const int64_t stride = std::max<int64_t>(t.params.get_int("kv_stride", 0), 0);
-      const size_t cache_at = t.op == Op::ATTENTION_TILE ? 1 : 3;
+      const size_t cache_at = attention_k_cache_input(t.op);
       int64_t max_seq = start + len;
       if (t.inputs.size() > cache_at)
         if (const auto cache = buffers.find(t.inputs[cache_at]);

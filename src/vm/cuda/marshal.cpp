@@ -167,14 +167,6 @@ void check_task(const Task& t, int32_t n_sms) {
       throw MarshalError(fmt::format("{}: qdtype {} is not supported on the CUDA VM (0, 1 or 2)",
                                      task_name(t), qdtype));
   }
-  // A strided attention window runs on the 64-key block walk, whose blocks must not straddle
-  // two runs (docs/CUDA_VM.md).
-  if ((t.op == Op::ATTENTION_TILE || t.op == Op::ROPE_KV_ATTENTION_TILE) &&
-      t.params.get_int("kv_stride", 0) > 0 && t.params.get_int("kv_len", 0) % 64 != 0)
-    throw MarshalError(fmt::format(
-        "{}: a strided attention window's runs (kv_len {}) must be multiples of 64 keys on the "
-        "CUDA VM (tiling.attention.kv_run)",
-        task_name(t), t.params.get_int("kv_len", 0)));
   if (!t.sm) throw MarshalError(fmt::format("{} has no SM assignment", task_name(t)));
   if (*t.sm < 0 || *t.sm >= n_sms)
     throw MarshalError(
@@ -270,6 +262,21 @@ int64_t gemv_scratch_bytes(const Task& t, const IdMaps& ids) {
   return 4 * gemv_scratch_floats(K, n_tile * gemv_weight_count(t.op), std::max<int64_t>(strips, 1));
 }
 
+// An attention task's query heads and their KV heads: a head range (N_tile) runs N_tile query
+// heads over N_tile / (n_heads / n_kv_heads) KV heads. Clamped; kv 0 where the heads are malformed.
+struct AttentionHeads {
+  int64_t heads = 0, kv = 0;
+};
+AttentionHeads attention_task_heads(const Task& t) {
+  const int64_t all_heads = std::clamp<int64_t>(t.params.get_int("n_heads", 0), 0, 1 << 16);
+  const int64_t all_kv = std::clamp<int64_t>(t.params.get_int("n_kv_heads", 0), 0, 1 << 16);
+  const int64_t range = std::clamp<int64_t>(t.params.get_int("N_tile", 0), 0, 1 << 16);
+  const int64_t heads = range > 0 ? std::min(range, all_heads) : all_heads;
+  const int64_t kv =
+      all_kv > 0 && all_heads % all_kv == 0 && all_heads > 0 ? heads / (all_heads / all_kv) : 0;
+  return {heads, kv};
+}
+
 // The op scratch a task needs in shared memory (bytes); ops/scratch.h says what each device op
 // uses.
 int64_t task_scratch_bytes(const Task& t, const IdMaps& ids, int consumer_threads) {
@@ -281,14 +288,8 @@ int64_t task_scratch_bytes(const Task& t, const IdMaps& ids, int consumer_thread
       return std::max<int64_t>(rope_scratch_bytes(int(head_dim)), kSmallOpScratch);
     case Op::ATTENTION_TILE:
     case Op::ROPE_KV_ATTENTION_TILE: {
-      // Optional, but without it a CTA cannot split a head's keys over its idle warps. A head
-      // range (N_tile) runs N_tile query heads over N_tile / (n_heads / n_kv_heads) KV heads.
-      const int64_t all_heads = std::clamp<int64_t>(t.params.get_int("n_heads", 0), 0, 1 << 16);
-      const int64_t all_kv = std::clamp<int64_t>(t.params.get_int("n_kv_heads", 0), 0, 1 << 16);
-      const int64_t range = std::clamp<int64_t>(t.params.get_int("N_tile", 0), 0, 1 << 16);
-      const int64_t heads = range > 0 ? std::min(range, all_heads) : all_heads;
-      const int64_t kv =
-          all_kv > 0 && all_heads % all_kv == 0 && all_heads > 0 ? heads / (all_heads / all_kv) : 0;
+      // Optional, but without it a CTA cannot split a head's keys over its idle warps.
+      const auto [heads, kv] = attention_task_heads(t);
       const int64_t attention = std::max<int64_t>(
           attention_split_scratch_bytes(int(head_dim), int(heads), int(kv), consumer_threads),
           kSmallOpScratch);
@@ -308,26 +309,29 @@ int64_t task_scratch_bytes(const Task& t, const IdMaps& ids, int consumer_thread
   }
 }
 
-// A strided attention window runs on the 64-key block walk only (ops/attention.cuh attention_run):
-// its task's shape must take it with this layout's threads and op scratch (after the fused op's
-// prologue), or the launch would fail on the device.
+// A strided attention window runs on the 64-key block walk only (ops/attention.cuh attention_run),
+// whose blocks must not straddle two runs: runs of whole 64-key blocks, and a task shape the walk
+// takes with this layout's threads and op scratch (after the fused op's prologue), or the launch
+// would fail on the device (docs/CUDA_VM.md).
 void check_strided_attention(const Task& t, const IdMaps& ids, const MegakernelLayout& layout) {
   if ((t.op != Op::ATTENTION_TILE && t.op != Op::ROPE_KV_ATTENTION_TILE) ||
       t.params.get_int("kv_stride", 0) <= 0)
     return;
+  if (t.params.get_int("kv_len", 0) % kAttnBlockKeys != 0)
+    throw MarshalError(fmt::format(
+        "{}: a strided attention window's runs (kv_len {}) must be multiples of 64 keys on the "
+        "CUDA VM (tiling.attention.kv_run)",
+        task_name(t), t.params.get_int("kv_len", 0)));
   const int64_t head_dim = t.params.get_int("head_dim", 0);
-  const int64_t all_heads = t.params.get_int("n_heads", 0), all_kv = t.params.get_int("n_kv_heads", 0);
-  const int64_t range = t.params.get_int("N_tile", 0);
-  const int64_t heads = range > 0 ? range : all_heads;
-  const size_t cache_at = t.op == Op::ATTENTION_TILE ? 1 : 3;
+  const auto [heads, kv] = attention_task_heads(t);
+  const size_t cache_at = attention_k_cache_input(t.op);
   bool bf16 = false;
   if (t.inputs.size() > cache_at)
     if (const auto it = ids.buffer_by_id.find(t.inputs[cache_at]); it != ids.buffer_by_id.end())
       bf16 = it->second->dtype == DType::BF16;
-  bool fits = head_dim > 0 && head_dim <= kOpMaxHeadDim && all_heads > 0 && all_kv > 0 &&
-              all_heads % all_kv == 0 && heads > 0 && heads <= all_heads;
+  bool fits = head_dim > 0 && head_dim <= kOpMaxHeadDim && heads > 0 && kv > 0 &&
+              t.params.get_int("N_tile", 0) <= t.params.get_int("n_heads", 0);
   if (fits) {
-    const int64_t kv = heads / (all_heads / all_kv);
     int64_t scratch = layout.scratch_bytes;
     if (t.op == Op::ROPE_KV_ATTENTION_TILE)
       scratch -= 4 * int64_t(rope_kv_prologue_floats(
