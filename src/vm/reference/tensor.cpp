@@ -256,6 +256,30 @@ double load(const Tensor& t, int64_t i) {
   }
 }
 
+void load_range(const Tensor& t, int64_t first, std::span<double> out) {
+  if (out.empty()) return;
+  const int bits = dtype_bits(t.dtype);
+  if (bits < 8 || !is_float_dtype(t.dtype)) {  // packed or integer: element by element
+    for (size_t j = 0; j < out.size(); ++j) out[j] = load(t, first + int64_t(j));
+    return;
+  }
+  // Both ends checked (the elements exist, their bytes are there): every element between is.
+  const size_t off = byte_offset(t, first);
+  byte_offset(t, first + int64_t(out.size()) - 1);
+  const size_t width = size_t(bits / 8);
+  const auto each = [&](auto read) {
+    for (size_t j = 0; j < out.size(); ++j) out[j] = read(off + j * width);
+  };
+  switch (t.dtype) {
+    case DType::F32: each([&](size_t at) { return double(read_as<float>(t, at)); }); return;
+    case DType::BF16:
+      each([&](size_t at) { return double(bf16_bits_to_float(read_as<uint16_t>(t, at))); });
+      return;
+    case DType::F16: each([&](size_t at) { return decode(read_as<uint16_t>(t, at), kF16); }); return;
+    default: each([&](size_t at) { return decode(t.bytes[at], *narrow_format(t.dtype)); });  // F8
+  }
+}
+
 void store(Tensor& t, int64_t i, double v) {
   if (t.dtype == DType::BOOL) {
     store_int(t, i, v != 0.0 ? 1 : 0);  // NaN != 0, so NaN -> true as in torch

@@ -134,6 +134,7 @@ void op_attention_tile(const OpContext& c) {
   const std::vector<double> qv = load_all(q);
   std::vector<double> result(size_t(heads.count * width), 0.0);
   std::vector<double> score(static_cast<size_t>(kv_len));
+  std::vector<double> row(static_cast<size_t>(head_dim));
   for (int64_t h = heads.first; h < heads.first + heads.count; ++h) {
     const int64_t g = h / rep;
     const double* qh = &qv[size_t(h * head_dim)];
@@ -141,7 +142,8 @@ void op_attention_tile(const OpContext& c) {
     for (int64_t j = 0; j < kv_len; ++j) {
       const int64_t base = kv_cache_offset(max_seq, head_dim, g, window.position(j), 0);
       double dot = 0;
-      for (int64_t d = 0; d < head_dim; ++d) dot += qh[d] * load(k, base + d);
+      load_range(k, base, row);
+      for (int64_t d = 0; d < head_dim; ++d) dot += qh[d] * row[size_t(d)];
       score[size_t(j)] = scale * dot;
       m = std::fmax(m, score[size_t(j)]);
     }
@@ -151,7 +153,8 @@ void op_attention_tile(const OpContext& c) {
       const double e = std::exp(score[size_t(j)] - m);
       l += e;
       const int64_t base = kv_cache_offset(max_seq, head_dim, g, window.position(j), 0);
-      for (int64_t d = 0; d < head_dim; ++d) acc[d] += e * load(v, base + d);
+      load_range(v, base, row);
+      for (int64_t d = 0; d < head_dim; ++d) acc[d] += e * row[size_t(d)];
     }
     if (partial) {
       // An empty window leaves acc = 0 and writes m = -inf, l = 0: zero weight in the combine.

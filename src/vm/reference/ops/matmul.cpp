@@ -150,7 +150,10 @@ void op_gemv_gemm(const OpContext& c) {
   const auto compute_rows = [&](int64_t j_begin, int64_t j_end) {
     std::vector<double> wrow(static_cast<size_t>(K));
     for (int64_t j = j_begin; j < j_end; ++j) {
-      for (int64_t k = 0; k < K; ++k) wrow[size_t(k)] = w(n_off + j, k);
+      if (quantized)
+        for (int64_t k = 0; k < K; ++k) wrow[size_t(k)] = w(n_off + j, k);
+      else
+        load_range(W, (n_off + j) * K, wrow);
       for (int64_t r = m_begin; r < m_end; ++r) {
         double acc = has_bias ? load(c.input(2), n_off + j) : 0.0;
         for (int64_t k = 0; k < K; ++k) acc += xv[size_t(r * K + k)] * wrow[size_t(k)];
