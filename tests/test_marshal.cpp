@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <numeric>
@@ -21,7 +20,6 @@
 #include "amk/model_presets.h"
 #include "amk/op_traits.h"
 #include "vm/cuda/ops/gemv_strips.h"
-#include "vm/cuda/ops/scratch.h"
 
 namespace {
 
@@ -538,52 +536,6 @@ TEST(Marshal, TaskRecordsRefuseInconsistentGemvOperands) {
       if (c.what != "bytes of op scratch") EXPECT_NE(e.find(who), std::string::npos) << e;
     }
   }
-}
-
-// COMBINE_GEMV_ADD_TILE's merge keeps two batches' (m, l) pairs at the end of the op scratch
-// (scratch.h combine_table_floats): the layout is sized for them, and a layout with room for x
-// and the partials but not the table is refused, naming the merging tile.
-TEST(Marshal, TheMergeTableIsPartOfAnOprojTilesScratch) {
-  // tiny-llama with 16 heads of 4 (and a short FFN), so the merging tile needs the most scratch.
-  std::ifstream file(kFixtures / "tiny-llama" / "config.json");
-  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  for (const auto& [from, to] : {std::pair<std::string, std::string>{"\"head_dim\": 16", "\"head_dim\": 4"},
-                                 {"\"num_attention_heads\": 4", "\"num_attention_heads\": 16"},
-                                 {"\"intermediate_size\": 160", "\"intermediate_size\": 64"}}) {
-    const size_t at = text.find(from);
-    ASSERT_NE(at, std::string::npos) << from;
-    text.replace(at, from.size(), to);
-  }
-  const ModelConfig mc = parse_model_config(text);
-  const GpuTarget& h100 = *find_target("h100");
-  ScheduleConfig config = default_schedule_config(mc, h100, 64);
-  config.tiling = {{"attention", {{"kv_block", 8}, {"kv_heads", 1}}}};
-  config.fusion_grouping.push_back({"attention_combine", "gemv"});
-  const MarshalledProgram base = cuda::marshal(lower(mc, config, h100, 64), h100_limits());
-  int64_t plain = 0;  // the most any tile needs without a table (ring off: one segment a row)
-  size_t merge = base.instructions.size();
-  for (size_t k = 0; k < base.instructions.size(); ++k) {
-    const amk_instruction_t& inst = base.instructions[k];
-    if (!is_gemv_family(Op(inst.op))) continue;
-    const int64_t rows = int64_t(inst.params.N_tile) * (is_glu_gemv(Op(inst.op)) ? 2 : 1);
-    plain = std::max<int64_t>(plain, 4 * cuda::gemv_scratch_floats(inst.params.K, rows, 1));
-    if (Op(inst.op) == Op::COMBINE_GEMV_ADD_TILE && merge == base.instructions.size()) merge = k;
-  }
-  ASSERT_LT(merge, base.instructions.size()) << "no COMBINE_GEMV_ADD_TILE in the program";
-  const amk_params_t& mp = base.instructions[merge].params;
-  const int64_t with_table =
-      4 * cuda::gemv_scratch_floats(mp.K, mp.N_tile, 1, mp.n_heads);
-  ASSERT_GT(with_table, plain) << "the table must be what decides this case";
-  EXPECT_GE(base.layout.scratch_bytes, with_table);
-  MarshalledProgram m = base;
-  m.layout.ring_stages = 0;
-  m.layout.scratch_bytes = int(plain);
-  const std::string e = records_error(m, stand_in_table(m));
-  EXPECT_NE(e.find("bytes of op scratch"), std::string::npos) << e;
-  EXPECT_NE(e.find(fmt::format("instruction {} (COMBINE_GEMV_ADD_TILE)", merge)), std::string::npos)
-      << e;
-  m.layout.scratch_bytes = int(with_table);
-  EXPECT_EQ(records_error(m, stand_in_table(m)), "");
 }
 
 TEST(Marshal, BadThreadCountsAreRefused) {

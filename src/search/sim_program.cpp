@@ -13,7 +13,6 @@
 #include "amk/op_flags.h"
 #include "amk/op_traits.h"
 #include "vm/cuda/marshal.h"
-#include "vm/cuda/ops/scratch.h"
 #include "vm/cuda/ops/gemv_strips.h"
 
 namespace amk::sim {
@@ -156,14 +155,12 @@ Prepared prepare(const Program& program, const GpuTarget& target, const SimOptio
           if (block > 0 && (t.params.get_int("flags", 0) & attention_flags::kRuntimeWindow) != 0)
             live = std::min(live, std::max<int64_t>(p.position, 0) / block + 1);
           s.act_bytes = double(4 * live * slab) + std::max(0.0, est - w);
-          // The merge's dependent trips (a batch of kCombineBatch partials per kStackVecs float4s
-          // of x per thread) against the one of a copied row (build_x_vec4: 4 float4 a thread a
-          // trip).
-          constexpr int64_t kMergeVecs = 1, kCopyVecs = 4;  // gemv.cuh kStackVecs
+          // The merge's dependent trips (a batch of kMergeBatch partials per float4 of x per
+          // thread) against the one of a copied row (build_x_vec4: 4 float4 a thread a trip).
+          constexpr int64_t kMergeBatch = 6, kCopyVecs = 4;  // gemv.cuh kStackBatch
           const int64_t n4 = std::max<int64_t>(K / 4, 1);
-          const int64_t per_thread = (n4 + kMergeVecs * threads - 1) / (kMergeVecs * threads);
-          const int64_t merge =
-              per_thread * ((live + cuda::kCombineBatch - 1) / cuda::kCombineBatch);
+          const int64_t per_thread = (n4 + threads - 1) / threads;
+          const int64_t merge = per_thread * ((live + kMergeBatch - 1) / kMergeBatch);
           const int64_t copy = (n4 + kCopyVecs * threads - 1) / (kCopyVecs * threads);
           s.extra_trips = double(std::max<int64_t>(merge - copy, 0));
         }

@@ -39,9 +39,8 @@ struct SimTask {
   bool slow_strips = false;
   double out_rows = 0;  // Stream: the output rows its epilogue writes (N_tile; GLU: features)
   // Stream: dependent L2 round trips its x-build makes beyond a copy's, each one a trip at its
-  // SM's load (COMBINE_GEMV_ADD_TILE's merge: one a batch of kCombineBatch partials for each
-  // kStackVecs float4s a thread, ops/gemv.cuh build_x_combine; a rebuilt x only: a cached one
-  // makes none).
+  // SM's load (COMBINE_GEMV_ADD_TILE's merge: one a batch of kStackBatch partials a float4 a
+  // thread, ops/gemv.cuh build_x_combine; a rebuilt x only: a cached one makes none).
   double extra_trips = 0;
 };
 

@@ -92,8 +92,7 @@ std::string operand_error(const amk_task_record_t& r, const MegakernelLayout& la
     return fmt::format("the residual has {} elements, the output {}", r.desc[wi + 1].numel,
                        out.numel);
   const int64_t body_rows = glu ? 2 * int64_t(p.N_tile) : p.N_tile;
-  if (const int64_t need = 4 * gemv_scratch_floats(p.K, body_rows, 1, combine ? p.n_heads : 0);
-      need > layout.scratch_bytes)
+  if (const int64_t need = 4 * gemv_scratch_floats(p.K, body_rows, 1); need > layout.scratch_bytes)
     return fmt::format("x and the partials need {} bytes of op scratch; the layout has {}", need,
                        layout.scratch_bytes);
   return {};
@@ -119,9 +118,7 @@ GemvTileCheck check_gemv_tile(const amk_task_record_t& r, const MegakernelLayout
            aligned(W.ptr, 16) && (!is_glu_gemv(op) || aligned(r.desc[wi + 1].ptr, 16));
   if (c.ring) {
     const int64_t rows = int64_t(inst.params.N_tile) * (is_glu_gemv(op) ? 2 : 1);
-    const int64_t need =
-        4 * gemv_scratch_floats(inst.params.K, rows, gemv_strips_per_row(row_bytes),
-                                op == Op::COMBINE_GEMV_ADD_TILE ? inst.params.n_heads : 0);
+    const int64_t need = 4 * gemv_scratch_floats(inst.params.K, rows, gemv_strips_per_row(row_bytes));
     if (need > layout.scratch_bytes)
       c.error = fmt::format("x and the strip partials need {} bytes of op scratch; the layout has {}",
                             need, layout.scratch_bytes);

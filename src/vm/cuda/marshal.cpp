@@ -259,11 +259,7 @@ int64_t gemv_scratch_bytes(const Task& t, const IdMaps& ids) {
   const int64_t bits = t.inputs.size() > wi ? dtype_bits(ids.buffer_by_id.at(t.inputs[wi])->dtype)
                                             : 32;
   const int64_t strips = gemv_strips_per_row(K * std::max<int64_t>(bits, 8) / 8);
-  const int64_t merge_heads = t.op == Op::COMBINE_GEMV_ADD_TILE
-                                  ? std::clamp<int64_t>(t.params.get_int("n_heads", 0), 0, 1 << 16)
-                                  : 0;
-  return 4 * gemv_scratch_floats(K, n_tile * gemv_weight_count(t.op), std::max<int64_t>(strips, 1),
-                                 merge_heads);
+  return 4 * gemv_scratch_floats(K, n_tile * gemv_weight_count(t.op), std::max<int64_t>(strips, 1));
 }
 
 // An attention task's query heads and their KV heads: a head range (N_tile) runs N_tile query

@@ -186,25 +186,23 @@ __device__ __forceinline__ void build_x_vec4(const OpContext& c, const amk_buffe
 constexpr int kNormVecs = 2;
 
 // COMBINE_GEMV_ADD_TILE's x: ATTENTION_COMBINE's merge (merge_partials' arithmetic, online over
-// batches of kCombineBatch partials) of a stack of S flash partials [S * n_heads, head_dim + 2].
+// batches of kStackBatch partials) of a stack of S flash partials [S * n_heads, head_dim + 2].
 // With flags bit 2 and kv_len B, partial s holds keys [s B, s B + B): those past the step's
-// position are empty and not read. A thread owns kStackVecs float4s v of x (head 4 v /
-// head_dim), n_threads apart, and loads, per partial of a batch, their four acc values as
-// 8-byte pairs (a row of head_dim + 2 floats is 8-byte aligned, not 16), all of a batch before
-// using any: the partials were just written by other SMs, so each batch is one L2 round trip.
-// A head's (m, l) is read once a batch, not by each of its head_dim / 4 threads: the batch's
-// pairs go through `table` (scratch.h combine_table_floats: two batches' pairs, alternating, at
-// the end of the op scratch), loaded after the batch's acc values and published by one
-// barrier, and the merge runs partial by partial, reading each pair when it uses it, so no pair
-// waits in a register. That leaves room for 8 partials a batch in the 256-thread build (0
-// spills; 8 with the pairs in registers spilled it). The 1B's o_proj (K 2,048: two float4s a
-// thread, one after the other) at ~3,928 of 4,096 (16 live partials) takes four round trips,
-// not six. Two float4s a thread at once spill the 256-thread build (batches of 3: 6, of 4: 20).
+// position are empty and not read. A thread owns float4s v of x (head 4 v / head_dim) and loads,
+// per partial, the head's (m, l) and the four acc values as 8-byte pairs (a row of head_dim + 2
+// floats is 8-byte aligned, not 16), kStackVecs float4s' worth of a batch before using any: the
+// partials were just written by other SMs, so each batch is one L2 round trip. (Two float4s a
+// thread in flight spilled the 256-thread build, stack 96 -> 192 bytes; as a call, worse.)
+// 6 a batch against 4, measured on the H200 (bench/RESULTS.md, fortieth session): llama-3.2-1b
+// at ~3,928 of a 4,096 context (16 live partials: 3 round trips a float4 instead of 4) -0.9 %
+// over 2 rounds; at 512 (positions 64..320) 1B / qwen3 / smollm2 -0.1 / +0.6 / +0.3 %, noise.
+// 8 spilled the 256-thread build (18 instructions).
+constexpr int kStackBatch = 6;
 constexpr int kStackVecs = 1;
 __device__ __forceinline__ void build_x_combine(const float* parts, int64_t parts_numel, int hd,
                                              int nh, int K, int window, const amk_program_t* prog,
-                                             int tid, int n_threads, float* xs, float2* table,
-                                             bool split, int32_t pos) {
+                                             int tid, int n_threads, float* xs, bool split,
+                                             int32_t pos) {
   const int w = hd + 2;
   int S = int(parts_numel / (int64_t(nh) * w));
   // `pos` < 0: not read before the gate (OpContext::pos_visible), so read now, a round trip on
@@ -215,67 +213,53 @@ __device__ __forceinline__ void build_x_combine(const float* parts, int64_t part
   layout.K8 = K / 8;
   float4* xs4 = reinterpret_cast<float4*>(xs);
   const int n4 = K / 4;
-  int batch = 0;  // batches so far: the table half this one uses
-  // Every thread runs the same trips (base, s0): each batch's barrier is uniform.
-#pragma unroll 1
-  for (int base = 0; base < n4; base += kStackVecs * n_threads) {
+  for (int v0 = tid; v0 < n4; v0 += kStackVecs * n_threads) {
     float M[kStackVecs], L[kStackVecs];
     float4 acc[kStackVecs];
-    int head[kStackVecs];
 #pragma unroll
     for (int u = 0; u < kStackVecs; ++u) {
       M[u] = neg_inf();
       L[u] = 0.0f;
       acc[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      head[u] = (4 * (base + tid + u * n_threads)) / hd;
     }
 #pragma unroll 1
-    for (int s0 = 0; s0 < S; s0 += kCombineBatch, ++batch) {
-      const int nb = min(kCombineBatch, S - s0);
-      float2 lo[kStackVecs][kCombineBatch], hi[kStackVecs][kCombineBatch];
+    for (int s0 = 0; s0 < S; s0 += kStackBatch) {
+      float2 ml[kStackVecs][kStackBatch], lo[kStackVecs][kStackBatch], hi[kStackVecs][kStackBatch];
 #pragma unroll
       for (int u = 0; u < kStackVecs; ++u) {
-        const int v = base + tid + u * n_threads;
-        const int d = 4 * v - head[u] * hd;
+        const int v = v0 + u * n_threads;
+        const int h = (4 * v) / hd, d = 4 * v - h * hd;
 #pragma unroll
-        for (int b = 0; b < kCombineBatch; ++b) {
-          if (v < n4 && b < nb) {
-            const float* row = parts + (int64_t(s0 + b) * nh + head[u]) * w;
+        for (int b = 0; b < kStackBatch; ++b) {
+          if (v < n4 && s0 + b < S) {
+            const float* row = parts + (int64_t(s0 + b) * nh + h) * w;
+            ml[u][b] = *reinterpret_cast<const float2*>(row + hd);
             lo[u][b] = *reinterpret_cast<const float2*>(row + d);
             hi[u][b] = *reinterpret_cast<const float2*>(row + d + 2);
           } else {
+            ml[u][b] = make_float2(0.0f, 0.0f);  // l = 0: skipped
             lo[u][b] = hi[u][b] = make_float2(0.0f, 0.0f);
           }
         }
       }
-      // The batch's (m, l) pairs, pair i = (partial s0 + i / nh, head i % nh): their rows are
-      // consecutive in the stack, so pair i's row is s0 nh + i.
-      float2* const half = table + (batch & 1) * (kCombineBatch * nh);
-      const int pairs = nb * nh;
-      // (Issued after the acc loads, so all of the batch's loads share one round trip.)
-      for (int i = tid; i < pairs; i += n_threads)
-        half[i] = *reinterpret_cast<const float2*>(parts + (int64_t(s0) * nh + i) * w + hd);
-      // Publishes this half. The other half's readers (the batch before) are past this barrier
-      // too, so the next batch may rewrite it.
-      consumer_sync(n_threads);
-      // Partial by partial (online): each pair is read from the table when it is used, so none
-      // waits in a register.
 #pragma unroll
       for (int u = 0; u < kStackVecs; ++u) {
-        if (base + tid + u * n_threads >= n4) break;
+        float Mb = M[u];
 #pragma unroll
-        for (int b = 0; b < kCombineBatch; ++b) {
-          if (b >= nb) break;
-          const float2 p = half[b * nh + head[u]];
-          if (!(p.y > 0.0f)) continue;  // an empty block
-          if (p.x > M[u]) {  // a larger max: rescale what the earlier partials summed
-            const float r = L[u] > 0.0f ? expf(M[u] - p.x) : 0.0f;
-            L[u] *= r;
-            acc[u] = make_float4(acc[u].x * r, acc[u].y * r, acc[u].z * r, acc[u].w * r);
-            M[u] = p.x;
-          }
-          const float e = expf(p.x - M[u]);
-          L[u] = fmaf(e, p.y, L[u]);
+        for (int b = 0; b < kStackBatch; ++b)
+          if (ml[u][b].y > 0.0f) Mb = fmaxf(Mb, ml[u][b].x);
+        if (Mb > M[u]) {  // a larger max: rescale what the earlier batches summed
+          const float r = L[u] > 0.0f ? expf(M[u] - Mb) : 0.0f;
+          L[u] *= r;
+          acc[u] = make_float4(acc[u].x * r, acc[u].y * r, acc[u].z * r, acc[u].w * r);
+          M[u] = Mb;
+        }
+#pragma unroll
+        for (int b = 0; b < kStackBatch; ++b) {
+          const float l = ml[u][b].y;
+          if (!(l > 0.0f)) continue;
+          const float e = expf(ml[u][b].x - M[u]);
+          L[u] = fmaf(e, l, L[u]);
           acc[u] = make_float4(fmaf(e, lo[u][b].x, acc[u].x), fmaf(e, lo[u][b].y, acc[u].y),
                                fmaf(e, hi[u][b].x, acc[u].z), fmaf(e, hi[u][b].y, acc[u].w));
         }
@@ -283,7 +267,7 @@ __device__ __forceinline__ void build_x_combine(const float* parts, int64_t part
     }
 #pragma unroll
     for (int u = 0; u < kStackVecs; ++u) {
-      const int v = base + tid + u * n_threads;
+      const int v = v0 + u * n_threads;
       if (v >= n4) break;
       const float l = L[u];
       xs4[layout.slot4(v)] = l > 0.0f ? make_float4(acc[u].x / l, acc[u].y / l, acc[u].z / l,
@@ -306,12 +290,8 @@ __device__ __forceinline__ void build_x(const OpContext& c, const Gemv& g, int64
   if (has_combine_prologue(op)) {
     const amk_params_t& p = c.inst->params;
     const bool window = (p.flags & AMK_ATTN_FLAG_RUNTIME_WINDOW) != 0 && p.kv_len > 0;
-    // The (m, l) table at the end of the op scratch (the loader sized it: scratch.h).
-    float2* table = reinterpret_cast<float2*>(c.scratch + c.scratch_bytes / 4 -
-                                              combine_table_floats(p.n_heads));
     build_x_combine(static_cast<const float*>(g.x->ptr), g.x->numel, p.head_dim, p.n_heads, K,
-                    window ? p.kv_len : 0, c.prog, c.tid, c.n_threads, xs, table, layout.split,
-                    pos);
+                    window ? p.kv_len : 0, c.prog, c.tid, c.n_threads, xs, layout.split, pos);
   } else if (op == AMK_OP_SILU_MUL_GEMV_TILE || op == AMK_OP_SILU_MUL_GEMV_ADD_TILE) {
     if (vec)
       build_x_vec4(c, *g.x, base / 4, *g.aux, base / 4, K / 4, xs4, layout,

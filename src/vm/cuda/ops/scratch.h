@@ -36,17 +36,8 @@ inline constexpr int kGemvReduceFloats = 32;
 // activation row of K, rebuilt for each row), then a dot-product partial per (weight row,
 // segment): `weight_rows` is N_tile, twice that for a GLU tile's gate and up rows; `segments` is
 // 1 without the ring, its strips per row (gemv_strips_per_row) over it.
-// COMBINE_GEMV_ADD_TILE (`merge_heads` = its n_heads; 0 for every other tile) also keeps, at the
-// END of the op scratch, the (m, l) pairs of two batches of kCombineBatch partials of each head
-// (ops/gemv.cuh build_x_combine).
-inline constexpr int kCombineBatch = 8;
-constexpr long long combine_table_floats(long long n_heads) {
-  return 2 * 2 * kCombineBatch * n_heads;
-}
-constexpr long long gemv_scratch_floats(long long K, long long weight_rows, long long segments,
-                                        long long merge_heads = 0) {
-  return kGemvReduceFloats + K + weight_rows * segments +
-         (merge_heads > 0 ? combine_table_floats(merge_heads) : 0);
+constexpr long long gemv_scratch_floats(long long K, long long weight_rows, long long segments) {
+  return kGemvReduceFloats + K + weight_rows * segments;
 }
 
 // SAMPLE_ARGMAX sampling (flags bit 1, ops/sampling.cuh): 8 uint64 sums per warp.
