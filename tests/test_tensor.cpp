@@ -14,6 +14,7 @@
 
 #include "amk/reference_ops.h"
 #include "amk/tensor.h"
+#include "vm/reference/ops/numeric.h"
 
 namespace {
 
@@ -321,6 +322,43 @@ TEST(TensorStorage, SizesShapesAndBounds) {
   EXPECT_EQ(bad.get(1), 0.0f);
   EXPECT_THROW((void)bad.get(2), OpError);
   EXPECT_THROW(bad.fill(1.0f), OpError);
+}
+
+// ref::load_range (the reference ops' row reads: cached keys and values, weight rows) gives
+// what ref::load gives element by element, for every storage type, and checks its range once:
+// an index outside the shape, or bytes that do not cover it, is an error, not a read past.
+TEST(TensorStorage, RangeLoadsMatchElementLoadsAndCheckTheRange) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> small(0, 15);
+  for (const DType d : {DType::F32, DType::BF16, DType::F16, DType::F8E4M3, DType::F8E5M2,
+                        DType::I32, DType::I8, DType::U8, DType::I4}) {
+    SCOPED_TRACE(int(d));
+    std::vector<float> values(21);
+    for (float& v : values) v = float(small(rng)) * 0.37f;
+    const bool integer = d == DType::I32 || d == DType::I8 || d == DType::U8 || d == DType::I4;
+    if (integer)
+      for (float& v : values) v = std::trunc(v);
+    const Tensor t = Tensor::from_floats(d, {3, 7}, values);
+    for (const int64_t first : {0, 5, 14})
+      for (const size_t n : {size_t(1), size_t(7)}) {
+        std::vector<double> got(n, -1.0);
+        amk::ref::load_range(t, first, got);
+        for (size_t j = 0; j < n; ++j)
+          EXPECT_EQ(got[j], amk::ref::load(t, first + int64_t(j))) << first << " + " << j;
+      }
+    std::vector<double> two(2);
+    EXPECT_THROW(amk::ref::load_range(t, 20, two), OpError);  // element 21 of 21
+    EXPECT_THROW(amk::ref::load_range(t, -1, two), OpError);
+    std::vector<double> none;
+    EXPECT_NO_THROW(amk::ref::load_range(t, 21, none));  // nothing asked, nothing read
+  }
+  Tensor bad;  // a hand-built tensor whose bytes do not cover its shape
+  bad.dtype = DType::BF16;
+  bad.shape = {8};
+  bad.bytes.resize(8);
+  std::vector<double> four(4), five(5);
+  EXPECT_NO_THROW(amk::ref::load_range(bad, 0, four));
+  EXPECT_THROW(amk::ref::load_range(bad, 0, five), OpError);
 }
 
 TEST(TensorStorage, FillToFloatsAndRoundToDtype) {
