@@ -106,7 +106,9 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   // the H100 (bench/RESULTS.md, thirtieth session, one round): qwen3-0.6b's 32-row q/k/v tiles
   // (128 tiles beside 64 block tasks) against 64-row ones (64 tiles) 1130.8 -> 1063.4 µs/token
   // (-6.0 %); smollm2-135m (24 block tasks) keeps its 16-row tiles, a 4,096 context (more
-  // block tasks than half the SMs) every SM.
+  // block tasks than half the SMs) every SM. There each block task's pre-gate work follows its
+  // SM's q/k/v tile, on the chain: ~2.9 µs a layer on the 1B at ~3,928 (H200, forty-first
+  // session); two KV heads a task with the split measured worse (+5.9 %).
   // Only where such a tile fits the weight ring: the ring then holds it before its gate (it
   // fills during the previous level's waits), so the wider tile does not stream after the gate
   // on half the SMs. A tile that does not fit (llama-3.1-8b: 96 rows of 8 KiB, 768 KiB against
