@@ -245,15 +245,24 @@ std::string shape_str(std::span<const int64_t> shape) {
   return s;
 }
 
+// f(read), where read(off) widens the float element stored at byte offset `off` of t (a float
+// dtype): one dispatch on the dtype for however many elements f reads.
+template <typename F>
+auto with_float_reader(const Tensor& t, F&& f) {
+  switch (t.dtype) {
+    case DType::F32: return f([&](size_t at) { return double(read_as<float>(t, at)); });
+    case DType::BF16:
+      return f([&](size_t at) { return double(bf16_bits_to_float(read_as<uint16_t>(t, at))); });
+    case DType::F16: return f([&](size_t at) { return decode(read_as<uint16_t>(t, at), kF16); });
+    default:  // F8
+      return f([&](size_t at) { return decode(t.bytes[at], *narrow_format(t.dtype)); });
+  }
+}
+
 double load(const Tensor& t, int64_t i) {
   if (!is_float_dtype(t.dtype)) return double(load_int(t, i));
   const size_t off = byte_offset(t, i);
-  switch (t.dtype) {
-    case DType::F32: return read_as<float>(t, off);
-    case DType::BF16: return bf16_bits_to_float(read_as<uint16_t>(t, off));
-    case DType::F16: return decode(read_as<uint16_t>(t, off), kF16);
-    default: return decode(t.bytes[off], *narrow_format(t.dtype));  // F8
-  }
+  return with_float_reader(t, [&](auto read) { return read(off); });
 }
 
 void load_range(const Tensor& t, int64_t first, std::span<double> out) {
@@ -267,17 +276,9 @@ void load_range(const Tensor& t, int64_t first, std::span<double> out) {
   const size_t off = byte_offset(t, first);
   byte_offset(t, first + int64_t(out.size()) - 1);
   const size_t width = size_t(bits / 8);
-  const auto each = [&](auto read) {
+  with_float_reader(t, [&](auto read) {
     for (size_t j = 0; j < out.size(); ++j) out[j] = read(off + j * width);
-  };
-  switch (t.dtype) {
-    case DType::F32: each([&](size_t at) { return double(read_as<float>(t, at)); }); return;
-    case DType::BF16:
-      each([&](size_t at) { return double(bf16_bits_to_float(read_as<uint16_t>(t, at))); });
-      return;
-    case DType::F16: each([&](size_t at) { return decode(read_as<uint16_t>(t, at), kF16); }); return;
-    default: each([&](size_t at) { return decode(t.bytes[at], *narrow_format(t.dtype)); });  // F8
-  }
+  });
 }
 
 void store(Tensor& t, int64_t i, double v) {

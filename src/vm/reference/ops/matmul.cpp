@@ -93,7 +93,8 @@ void op_gemv_gemm(const OpContext& c) {
     m_end = m_off + M_tile;
   }
 
-  // The weight: checked in whichever mode, then read through w(n, k).
+  // The weight: checked in whichever mode, then read a row at a time (load_range, or dequantized
+  // element by element).
   const Tensor& W = c.input(1);
   require_rank(c, W, "input 1 (weight)", 2);
   const int64_t N = W.shape[0];
@@ -136,8 +137,7 @@ void op_gemv_gemm(const OpContext& c) {
            " rows, input 0 (x) has " + num(rows));
 
   const int64_t G = (K + group - 1) / group;
-  const auto w = [&](int64_t n, int64_t k) {
-    if (!quantized) return load(W, n * K + k);
+  const auto dequantized = [&](int64_t n, int64_t k) {
     const int64_t g = n * G + k / group;
     const double zero = has_zeros ? load(c.input(3), g) : 0.0;
     return dequant_value(qd, load(W, n * K + k), load(c.input(2), g), has_zeros ? &zero : nullptr);
@@ -151,7 +151,7 @@ void op_gemv_gemm(const OpContext& c) {
     std::vector<double> wrow(static_cast<size_t>(K));
     for (int64_t j = j_begin; j < j_end; ++j) {
       if (quantized)
-        for (int64_t k = 0; k < K; ++k) wrow[size_t(k)] = w(n_off + j, k);
+        for (int64_t k = 0; k < K; ++k) wrow[size_t(k)] = dequantized(n_off + j, k);
       else
         load_range(W, (n_off + j) * K, wrow);
       for (int64_t r = m_begin; r < m_end; ++r) {

@@ -108,9 +108,8 @@ int64_t last_dim(const OpContext& c, const Tensor& t, std::string_view what) {
 }
 
 std::vector<double> load_all(const Tensor& t) {
-  const int64_t n = t.numel();
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = load(t, i);
+  std::vector<double> v(static_cast<size_t>(t.numel()));
+  load_range(t, 0, v);
   return v;
 }
 
