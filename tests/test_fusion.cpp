@@ -64,6 +64,16 @@ double expect_teacher_forced_within(const Checkpoint& ck, const ExpectedOutputs&
 
 using Groups = std::vector<std::vector<std::string>>;
 
+// Sets int param `key` of the task labelled `label`; false when the program has no such task.
+bool set_task_param(Program& p, const std::string& label, const std::string& key, int64_t value) {
+  for (Task& t : p.tasks)
+    if (t.label == label) {
+      t.params.set_int(key, value);
+      return true;
+    }
+  return false;
+}
+
 ScheduleConfig with(const Groups& groups) {
   ScheduleConfig c;
   c.tiling = {{"gemv", {{"N_tile", 24}}}};  // several tiles per projection
@@ -236,8 +246,7 @@ TEST(FusedAttentionSplit, OverlappingWindowsUnderTwoCountersAreAWawRace) {
   ASSERT_TRUE(validate(p).ok);
   // Head group 1's first block of layer 0 now claims head group 0's columns: its window
   // [0, 4) overlaps group 0's block 0, under another counter.
-  for (Task& t : p.tasks)
-    if (t.label == "L0.attention[h1][kv0]") t.params.set_int("n_off", 0);
+  ASSERT_TRUE(set_task_param(p, "L0.attention[h1][kv0]", "n_off", 0));
   const ValidationResult v = validate(p);
   EXPECT_FALSE(v.ok);
   EXPECT_NE(v.report().find("WAW race"), std::string::npos) << v.report();
@@ -319,13 +328,7 @@ TEST(FusedAttentionSplit, OverlappingStridedRunsAreReported) {
     // Block 1's runs [2, 4) and [8, 10) moved to [6, 8) and [12, ...): its second run would pass
   // the cache, so it has one run, [6, 8), block 0's second.
   Program shifted = good;
-  bool moved = false;
-  for (Task& t : shifted.tasks)
-    if (t.label == "L0.attention[h0][kv1]") {
-      t.params.set_int("kv_start", 6);
-      moved = true;
-    }
-  ASSERT_TRUE(moved);
+  ASSERT_TRUE(set_task_param(shifted, "L0.attention[h0][kv1]", "kv_start", 6));
   const ValidationResult v = validate(shifted);
   EXPECT_FALSE(v.ok);
   EXPECT_NE(v.report().find("WAW race on buffer #13 ('layers.0.k_cache'): writers 9 "
@@ -334,8 +337,7 @@ TEST(FusedAttentionSplit, OverlappingStridedRunsAreReported) {
       << v.report();
   // Runs of 2 every 1 position would overlap themselves.
   Program short_stride = good;
-  for (Task& t : short_stride.tasks)
-    if (t.label == "L0.attention[h0][kv1]") t.params.set_int("kv_stride", 1);
+  ASSERT_TRUE(set_task_param(short_stride, "L0.attention[h0][kv1]", "kv_stride", 1));
   const ValidationResult w = validate(short_stride);
   EXPECT_FALSE(w.ok);
   EXPECT_NE(w.report().find("kv_stride 1"), std::string::npos) << w.report();
@@ -371,13 +373,8 @@ TEST(FusedAttentionSplit, TwoBlocksOnOneSlabOfTheStackAreAReportedOverlap) {
   c.tiling.push_back({"attention", {{"kv_block", 4}, {"kv_heads", 1}}});
   Program p = lower(ck.config(), c, h100(), kContext);
   ASSERT_TRUE(validate(p).ok);
-  bool moved = false;
-  for (Task& t : p.tasks)
-    if (t.label == "L0.attention[h1][kv1]") {
-      t.params.set_int("m_off", 0);  // block 0's slab, which L0.attention[h1][kv0] writes
-      moved = true;
-    }
-  ASSERT_TRUE(moved);
+  // Block 0's slab, which L0.attention[h1][kv0] writes.
+  ASSERT_TRUE(set_task_param(p, "L0.attention[h1][kv1]", "m_off", 0));
   const ValidationResult v = validate(p);
   EXPECT_FALSE(v.ok);
   EXPECT_NE(v.report().find("L0.attn_partials"), std::string::npos) << v.report();
@@ -392,13 +389,7 @@ TEST(FusedAttentionSplit, BadMergeParamsAreNamedByTheValidator) {
   ASSERT_TRUE(validate(good).ok);
   const auto report_with = [&](const std::string& label, const std::string& key, int64_t value) {
     Program p = good;
-    bool found = false;
-    for (Task& t : p.tasks)
-      if (t.label == label) {
-        t.params.set_int(key, value);
-        found = true;
-      }
-    EXPECT_TRUE(found) << label;
+    EXPECT_TRUE(set_task_param(p, label, key, value)) << label;
     const ValidationResult v = validate(p);
     EXPECT_FALSE(v.ok) << key;
     return v.report();
