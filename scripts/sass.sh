@@ -4,10 +4,15 @@
 # machine has nvcc and ptxas but no disassembler, so this fetches NVIDIA's cuobjdump and nvdisasm
 # wheels from PyPI once into the cache folder (nothing is committed) and reads the compiled object.
 #
-#   scripts/sass.sh [--object FILE] [--dump DIR]
+#   scripts/sass.sh [--object FILE] [--dump DIR] [--no-spills BUILDS]
 #
 #   --object FILE  a CUDA object or cubin (default: build/'s megakernel.cu.o; build it first)
 #   --dump DIR     also write each kernel's SASS with source lines to DIR/KERNEL.sass
+#   --no-spills BUILDS  fail (exit 3) when a megakernel build in this comma-separated list of
+#                  consumer-thread counts (e.g. 224,256: the builds the derived configs run)
+#                  spills a register. One spilled value, reloaded once a GEMV task, cost 1.2-2.5 %
+#                  on the H200 (bench/RESULTS.md, forty-second session); the CTest
+#                  megakernel_spills runs this on every build
 #   SASS_TOP=N     (environment) list the N source lines with the most local-memory instructions
 #                  per kernel (default 8)
 #
@@ -19,13 +24,17 @@ cd "$(dirname "$0")/.."
 
 object=build/CMakeFiles/amk_cuda.dir/src/vm/cuda/megakernel.cu.o
 dump=""
+no_spills=""
 while (($#)); do
   case "$1" in
     --object) object="${2:?--object needs a file}"; shift 2 ;;
     --dump) dump="${2:?--dump needs a folder}"; shift 2 ;;
+    --no-spills) no_spills="${2:?--no-spills needs builds, e.g. 224,256}"; shift 2 ;;
     *) echo "sass: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
+[[ -z "$no_spills" || $no_spills =~ ^[0-9]+(,[0-9]+)*$ ]] ||
+  { echo "sass: --no-spills takes consumer-thread counts like 224,256, not '$no_spills'" >&2; exit 2; }
 top="${SASS_TOP:-8}"
 [[ $top =~ ^[0-9]+$ ]] || { echo "sass: SASS_TOP must be a number, not '$top'" >&2; exit 2; }
 [[ -f "$object" ]] || { echo "sass: no object '$object' (build the CUDA VM first)" >&2; exit 1; }
@@ -60,6 +69,8 @@ fi
 [[ -n "$dump" ]] && mkdir -p "$dump"
 
 # One awk pass per kernel: its .text section runs from its label to the next kernel's.
+spilling=()  # "build spills" of the --no-spills builds that spill
+checked=0
 mapfile -t kernels < <(grep -oE '^\.text\.[A-Za-z0-9_]+:' "$work/all.sass" | sed 's/^\.text\.//; s/:$//')
 printf '%-34s %5s %6s %8s %9s %7s %7s %6s %6s %7s %6s\n' kernel regs stack instrs text_KB spills localarr LDG128 LDG64 'LDG<=32' LDGSTS
 for k in "${kernels[@]}"; do
@@ -79,7 +90,23 @@ for k in "${kernels[@]}"; do
   printf '%-34s %5s %6s %8s %9s %7s %7s %6s %6s %7s %6s\n' "$name" "$regs" "$stack" "$instrs" \
     "$(awk -v n="$instrs" 'BEGIN {printf "%.1f", n * 16 / 1024}')" "$spills" \
     "$((local_all - spills))" "$ldg128" "$ldg64" "$((ldg_all - ldg128 - ldg64))" "$ldgsts"
+  build=$(grep -oE 'amk_megakernel<[0-9]+>' <<<"$name" | grep -oE '[0-9]+' || true)
+  if [[ -n "$build" && ",$no_spills," == *",$build,"* ]]; then
+    checked=$((checked + 1))
+    ((spills == 0)) || spilling+=("amk_megakernel<$build> spills $spills")
+  fi
   awk '/\/\/## File/ {loc = $0} /[^A-Z](STL|LDL)[. ]/ {print loc (/SpillRefill/ ? " (spill)" : " (local array)")}' \
     "$work/k.sass" | sed -E 's/.*"([^"]*)", line ([0-9]+).*\((spill|local array)\)$/\1:\2 \3/; s|^.*/src/|src/|' |
     sort | uniq -c | sort -rn | awk -v top="$top" 'NR <= top {print "    " $0}'
 done
+if [[ -n "$no_spills" ]]; then
+  expected=$(tr ',' '\n' <<<"$no_spills" | sort -u | wc -l)
+  if ((checked != expected)); then
+    echo "sass: --no-spills $no_spills: found $checked of those builds in $object" >&2
+    exit 3
+  fi
+  if ((${#spilling[@]})); then
+    printf 'sass: %s (spill instructions: ptxas SpillRefill; the lines above say where)\n' "${spilling[@]}" >&2
+    exit 3
+  fi
+fi
