@@ -12,21 +12,29 @@ task's wait_begin (thread 0 at its record's barrier):
   poll      s9: warp 0's poll satisfied (thread 0)
   op        op_begin: the gate passed (the consumer barrier after both)
 
-    pregate_report.py PROFILE.tsv [--layers A:B]
+    pregate_report.py PROFILE.tsv [--layers A:B] [--labels L5,L6,L7,L8]
+
+pregate2-stamps-probe.patch stamps s5..s8 elsewhere: read it with
+--labels entry,checks,table,position (s5 the last helper entering the op, s6 past the operand
+checks, s7 past the RoPE table's read, s8 past the step position's read).
 """
 import argparse, csv, re, statistics
 
 ap = argparse.ArgumentParser()
 ap.add_argument("tsv")
 ap.add_argument("--layers", default="2:-2", help="python slice of the layer indices (default 2:-2)")
+ap.add_argument("--labels", default="checks,position,angles,prestage",
+                help="names of stamps s5..s8 (default: pregate-stamps-probe.patch's)")
 args = ap.parse_args()
 rows = list(csv.DictReader(open(args.tsv), delimiter="\t"))
 layer_of = lambda r: int(m.group(1)) if (m := re.match(r"L(\d+)\.", r["label"])) else -1
 layers = sorted({layer_of(r) for r in rows if layer_of(r) >= 0})
 a, b = (int(x) if x else None for x in args.layers.split(":"))
 keep = set(layers[slice(a, b)])
-cols = [("checks", "s5"), ("position", "s6"), ("angles", "s7"), ("prestage", "s8"),
-        ("poll", "s9"), ("op", "op_begin_ns")]
+labels = args.labels.split(",")
+if len(labels) != 4:
+    ap.error("--labels needs four names, for s5..s8")
+cols = [(name, f"s{5 + i}") for i, name in enumerate(labels)] + [("poll", "s9"), ("op", "op_begin_ns")]
 vals = {name: [] for name, _ in cols}
 for r in rows:
     if r["op"] != "24" or layer_of(r) not in keep:
