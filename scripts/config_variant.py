@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes a ScheduleConfig variant: BASE's JSON with comma-separated KEY=VALUE overrides of its
-integer keys (a dotted KEY sets a nested one: tiling.attention.kv_block=128),
+integer keys (a dotted KEY sets a nested one: tiling.attention.kv_block=128) and of the string
+keys the base holds (the value's type follows the base's: sm_assignment=critical_path),
 fusion_grouping+=A+B items that append the fusion group [A, B]
 (fusion_grouping+=attention_combine+gemv), fusion_grouping-=A+B items that remove it (the base
 must list it), and -KEY items that remove a (dotted) key (-tiling.down_proj). Used by
@@ -55,11 +56,6 @@ def main() -> int:
             if not sep or not key:
                 print(f"config_variant: '{kv}' is not KEY=VALUE", file=sys.stderr)
                 return 2
-            try:
-                number = int(value)
-            except ValueError:
-                print(f"config_variant: {key}'s value '{value}' is not an integer", file=sys.stderr)
-                return 2
             *path, leaf = key.split(".")
             node = config
             for part in path:
@@ -67,7 +63,18 @@ def main() -> int:
                 if not isinstance(node, dict):
                     print(f"config_variant: {key}: '{part}' is not an object", file=sys.stderr)
                     return 2
-            node[leaf] = number
+            if isinstance(node.get(leaf), str):  # a string knob the base sets: a string again
+                if not value:
+                    print(f"config_variant: {key}'s value is empty", file=sys.stderr)
+                    return 2
+                node[leaf] = value
+                continue
+            try:
+                node[leaf] = int(value)
+            except ValueError:
+                print(f"config_variant: {key}'s value '{value}' is not an integer (and the base "
+                      "config holds no string there)", file=sys.stderr)
+                return 2
     with open(dst, "w") as f:
         json.dump(config, f, indent=1)
     return 0

@@ -14,7 +14,8 @@
 # finds its shared libraries in lib/ beside it (scripts/gpu_pack.sh's layout).
 # BIN@KEY=VALUE,...: that binary with the preset's derived default at the run's context (written
 # by its own `amk sim --gpu auto --write-config` on this machine) and these overrides
-# (scripts/config_variant.py), e.g. .gpu/amk@smem_bytes_per_block=0 or
+# (scripts/config_variant.py), e.g. .gpu/amk@smem_bytes_per_block=0,
+# .gpu/amk@sm_assignment=critical_path or
 # .gpu/amk@tiling.q_proj.N_tile=32,tiling.k_proj.N_tile=32,tiling.v_proj.N_tile=32: a knob's
 # default measured against the same binary, interleaved.
 # The CPU reference's logits are computed once a checkpoint, context and position and kept

@@ -68,6 +68,29 @@ class ConfigVariant(unittest.TestCase):
         self.assertIn("does not have", r.stderr)
         self.assertIsNone(out)
 
+    def test_string_keys_of_the_base_take_strings(self):
+        base = dict(BASE, sm_assignment="round_robin", page_allocation="none")
+        r, out = self.run_variant("sm_assignment=critical_path,threads_per_block=224", base)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(out["sm_assignment"], "critical_path")
+        self.assertEqual(out["page_allocation"], "none")
+        self.assertEqual(out["threads_per_block"], 224)
+        r, out = self.run_variant("page_allocation=3", base)  # the base's type: a string
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(out["page_allocation"], "3")
+        # A key the base does not hold as a string still needs an integer.
+        for variant, words in [("sm_assignment=critical_path", "not an integer"),
+                               ("tiling.q_proj.N_tile=wide", "not an integer")]:
+            with self.subTest(variant=variant):
+                r, out = self.run_variant(variant)
+                self.assertEqual(r.returncode, 2)
+                self.assertIn(words, r.stderr)
+                self.assertIsNone(out)
+        r, out = self.run_variant("sm_assignment=", base)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("empty", r.stderr)
+        self.assertIsNone(out)
+
     def test_base_copies_the_base(self):
         r, out = self.run_variant("base")
         self.assertEqual(r.returncode, 0, r.stderr)
