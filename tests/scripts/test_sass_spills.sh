@@ -25,28 +25,21 @@ if [[ $rc != 0 ]]; then
   fail=1
 fi
 
-out=$(SASS_TOP=0 bash "$sass" --object "$object" --no-spills 512 2>&1)
-rc=$?
-if [[ $rc != 3 || $out != *"amk_megakernel<512> spills"* ]]; then
-  echo "FAIL: --no-spills 512 exited $rc without naming the 512 build's spills (if that build"
-  echo "      stopped spilling, pick another that does, so this check keeps proving it can fail):"
-  echo "$out"
-  fail=1
-fi
-
-out=$(SASS_TOP=0 bash "$sass" --object "$object" --no-spills 128 2>&1)
-rc=$?
-if [[ $rc != 3 || $out != *"found 0 of those builds"* ]]; then
-  echo "FAIL: --no-spills 128 (no such build) exited $rc: $out"
-  fail=1
-fi
-
-out=$(bash "$sass" --object "$object" --no-spills 'two' 2>&1)
-rc=$?
-if [[ $rc != 2 ]]; then
-  echo "FAIL: --no-spills two exited $rc, not 2 (a bad argument): $out"
-  fail=1
-fi
+# refused BUILDS RC TEXT WHY: --no-spills BUILDS must exit RC with TEXT in its output.
+refused() {
+  local out rc
+  out=$(SASS_TOP=0 bash "$sass" --object "$object" --no-spills "$1" 2>&1)
+  rc=$?
+  if [[ $rc != "$2" || $out != *"$3"* ]]; then
+    echo "FAIL: --no-spills $1 exited $rc, not $2 with '$3' ($4):"
+    echo "$out"
+    fail=1
+  fi
+}
+refused 512 3 "amk_megakernel<512> spills" "the 512 build spills; if it ever stops, name another that does, so \
+this test keeps proving the check can fail"
+refused 128 3 "found 0 of those builds" "no such build"
+refused two 2 "--no-spills takes" "a bad argument"
 
 ((fail == 0)) && echo "PASS: the 224 and 256 builds spill nothing; the check refuses a spilling build"
 exit $fail
