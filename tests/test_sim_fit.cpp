@@ -107,8 +107,8 @@ std::string tsv_of(const Program& p, const SimResult& r) {
            std::to_string(int(p.tasks[i].op)) + "\t" + std::to_string(*p.tasks[i].sm) + "\t" +
            std::to_string(p.tasks[i].est_bytes) + "\t" + std::to_string(r.stamps[i].wait_begin) +
            "\t" + std::to_string(r.stamps[i].op_begin) + "\t" + std::to_string(r.stamps[i].op_end) +
-           "\t" + (r.body_begin[i] ? std::to_string(r.body_begin[i]) : "-") + "\t" +
-           (r.body_end[i] ? std::to_string(r.body_end[i]) : "-") + "\n";
+           "\t" + (r.stamps[i].body_begin ? std::to_string(r.stamps[i].body_begin) : "-") +
+           "\t" + (r.stamps[i].body_end ? std::to_string(r.stamps[i].body_end) : "-") + "\n";
   return out;
 }
 
@@ -146,7 +146,7 @@ TEST(SimProfile, StepSummaryTakesPerStageMedians) {
   Task& t = p.add_task(Op::ADD, {}, {}, p.new_counter());
   t.label = "lm_head[t0]";
   const std::vector<eval::TaskStamps> s{{0, 1000, 2000}, {0, 1000, 5000}, {500, 1000, 4000}, {0, 0, 9000}};
-  const StepSummary sum = summarize_step(p, s, {}, {});
+  const StepSummary sum = summarize_step(p, s);
   ASSERT_EQ(sum.stages.size(), 2u);
   EXPECT_EQ(sum.stages[0].stage, "o_proj");
   EXPECT_EQ(sum.stages[0].tasks, 3);

@@ -211,6 +211,45 @@ TEST(StepTrace, GateIsOpBeginMinusTheMomentTheLastWaitWasMet) {
   EXPECT_NE(text.find("late→op µs"), std::string::npos) << text;
 }
 
+// The body columns: each task's op split at its body stamps (pre = op begin -> body begin, body,
+// epi = body end -> op end), the median per level over the tasks that mark a body; a task with
+// no body stamps (or inconsistent ones) is left out, and a level without any shows "-".
+TEST(StepTrace, PreBodyAndEpiSplitEachOpAtItsBodyStamps) {
+  Program p;
+  std::vector<TaskStamps> s;
+  const auto task = [&](const std::string& label, TaskStamps st) {
+    Task& t = p.add_task(Op::GEMV_TILE, {}, {}, 0, {}, {}, label);
+    t.sm = int64_t(s.size());
+    s.push_back(st);
+  };
+  const auto with_body = [](TaskStamps st, uint64_t b0, uint64_t b1) {
+    st.body_begin = kBase + b0;
+    st.body_end = kBase + b1;
+    return st;
+  };
+  task("L0.q_proj[t0]", with_body(at(0, 100, 2000), 600, 1400));   // 0.5 / 0.8 / 0.6
+  task("L0.q_proj[t1]", with_body(at(0, 100, 2600), 800, 1600));   // 0.7 / 0.8 / 1.0
+  task("L0.q_proj[t2]", with_body(at(0, 100, 3000), 1100, 1200));  // 1.0 / 0.1 / 1.8
+  task("L0.q_proj[t3]", at(0, 100, 3000));                         // no body: left out
+  task("L0.q_proj[t4]", with_body(at(0, 100, 3000), 50, 60));      // begins before the op: out
+  task("L0.attention[h0]", at(3000, 3100, 4000));                  // no body at all
+  const eval::LayerTable t = eval::layer_table(p, s, 2.0, 0);
+  ASSERT_EQ(t.levels.size(), 2u);
+  const eval::LevelRow& q = t.levels[0];
+  ASSERT_EQ(q.stage, "q_proj");
+  EXPECT_NEAR(q.pre_us, 0.7, 1e-12);
+  EXPECT_NEAR(q.body_us, 0.8, 1e-12);
+  EXPECT_NEAR(q.epi_us, 1.0, 1e-12);
+  EXPECT_TRUE(std::isnan(t.levels[1].pre_us));
+  EXPECT_TRUE(std::isnan(t.levels[1].body_us));
+  EXPECT_TRUE(std::isnan(t.levels[1].epi_us));
+  EXPECT_NEAR(t.total.body_us, 0.8, 1e-12);  // the layer: the same three tasks
+  const std::string text = eval::format_layer_table(t);
+  EXPECT_NE(text.find("pre µs"), std::string::npos) << text;
+  EXPECT_NE(text.find("epi µs"), std::string::npos) << text;
+  EXPECT_NE(text.find("0.70"), std::string::npos) << text;
+}
+
 // A lowered tiny Llama (2 layers, split-KV attention by head group, 4 GEMV tiles per projection)
 // with pseudo-random stamps; the table is checked against sums computed here by regex.
 class LoweredStepTrace : public ::testing::Test {

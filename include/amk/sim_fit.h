@@ -18,8 +18,7 @@ namespace amk::sim {
 // every task, list order, op_end == 0 for a task the profile does not have; body stamps 0 where
 // the op marks none.
 struct MeasuredProfile {
-  std::vector<eval::TaskStamps> stamps;
-  std::vector<uint64_t> body_begin, body_end;
+  std::vector<eval::TaskStamps> stamps;  // with the body stamps where the TSV has them
   int64_t position = 0;  // the step's position (the keys its attention read)
 };
 
@@ -52,9 +51,7 @@ struct StepSummary {
   std::vector<StageSummary> stages;  // list order of first appearance
   double span_us = 0;
 };
-StepSummary summarize_step(const Program& program, const std::vector<eval::TaskStamps>& stamps,
-                           const std::vector<uint64_t>& body_begin,
-                           const std::vector<uint64_t>& body_end);
+StepSummary summarize_step(const Program& program, const std::vector<eval::TaskStamps>& stamps);
 
 struct FitOptions {
   std::vector<std::string> free;   // constants to fit (default: every fitted constant)

@@ -18,8 +18,11 @@ namespace amk::eval {
 
 // One task's stamps, in ns of %globaltimer: waiting for its inputs begins, the op begins, the op
 // ends (signalled). op_end == 0: the task did not run (it is left out of everything below).
+// body_begin / body_end: where the op marks its body (the GEMV tiles' weight stream, the
+// attention's block walk), 0 where it marks none.
 struct TaskStamps {
   uint64_t wait_begin = 0, op_begin = 0, op_end = 0;
+  uint64_t body_begin = 0, body_end = 0;
 };
 
 // A task label split into its layer and stage: "L8.q_proj[t3]" -> {8, "q_proj"},
@@ -85,6 +88,12 @@ struct LevelRow {
   // begin minus that moment: how long the level's tasks took to start once they could. NaN
   // when none of them waited.
   double met_to_begin_us = 0;
+  // A task's op split at its body stamps, medians over the level's tasks that mark a body (NaN
+  // when none does): pre = op begin -> body begin (x, a merge, a prologue), body, epi = body
+  // end -> signalled (the partials' sums, the output stores, the end barrier, the release).
+  // What a level spends besides streaming (bench/RESULTS.md, forty-second session: ~1.5 µs
+  // before and ~2 µs after each GEMV body on the H200).
+  double pre_us = 0, body_us = 0, epi_us = 0;
 };
 
 struct LayerTable {

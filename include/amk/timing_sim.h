@@ -105,10 +105,10 @@ struct SimOptions {
 };
 
 struct SimResult {
-  std::vector<eval::TaskStamps> stamps;  // one per task, list order, ns from the step's start
-  double step_us = 0;                    // predicted step latency (sink to sink; one step: span)
-  // Per task, the body's begin and end (ns, same origin): the --profile-tsv body stamps.
-  std::vector<uint64_t> body_begin, body_end;
+  // One per task, list order, ns from the step's start (with the body's begin and end: the
+  // --profile-tsv body stamps).
+  std::vector<eval::TaskStamps> stamps;
+  double step_us = 0;  // predicted step latency (sink to sink; one step: span)
   double hbm_busy_fraction = 0;  // of the step, the time some SM's copies were in flight
   int64_t events = 0;            // events the run processed (a size for the tests)
 };

@@ -476,7 +476,8 @@ int run_bench(const BenchOptions& opt) {
       }
       if (!opt.trace.empty()) {
         std::vector<eval::TaskStamps> stamps;
-        for (const auto& x : timing) stamps.push_back({x.wait_begin, x.op_begin, x.op_end});
+        for (const auto& x : timing)
+          stamps.push_back({x.wait_begin, x.op_begin, x.op_end, x.body_begin, x.body_end});
         trace_table = eval::write_step_trace(
             opt.trace, program, stamps, ceiling_gbs,
             opt.trace_layer >= 0 ? std::optional<int64_t>(opt.trace_layer) : std::nullopt);

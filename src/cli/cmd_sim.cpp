@@ -224,7 +224,8 @@ int run_sim(const SimCommandOptions& opt) {
                           {"from_prev_us", row.from_prev_us}, {"exposed_us", row.exposed_us},
                           {"gate_us", row.gate_us}, {"late_tasks", row.late_tasks},
                           {"late_to_begin_us", row.late_to_begin_us},
-                          {"met_to_begin_us", row.met_to_begin_us}});
+                          {"met_to_begin_us", row.met_to_begin_us}, {"pre_us", row.pre_us},
+                          {"body_us", row.body_us}, {"epi_us", row.epi_us}});
       j["layer"] = table.layer;
       j["levels"] = levels;
       j["layer_span_us"] = table.total.span_us;
@@ -235,7 +236,8 @@ int run_sim(const SimCommandOptions& opt) {
                              {"from_prev_us", row.from_prev_us}, {"gate_us", row.gate_us},
                              {"late_tasks", row.late_tasks},
                              {"late_to_begin_us", row.late_to_begin_us},
-                             {"met_to_begin_us", row.met_to_begin_us}});
+                             {"met_to_begin_us", row.met_to_begin_us}, {"pre_us", row.pre_us},
+                             {"body_us", row.body_us}, {"epi_us", row.epi_us}});
         j["measured_levels"] = mlevels;
         j["measured_layer_span_us"] = measured->total.span_us;
       }

@@ -314,7 +314,8 @@ Verdict Evaluator::evaluate(const ScheduleConfig& config, const EvalFaults& faul
                             run.checks.size(), worst, run.us_per_token.size(),
                             g.tokens_per_launch, *v.pct_of_measured_floor, floor_us, ceiling_gbs_);
     if (run.profile.size() == program.tasks.size()) {
-      for (const auto& t : run.profile) last_stamps_.push_back({t.wait_begin, t.op_begin, t.op_end});
+      for (const auto& t : run.profile)
+        last_stamps_.push_back({t.wait_begin, t.op_begin, t.op_end, t.body_begin, t.body_end});
       v.shares = critical_path_shares(program, last_stamps_);
     }
     last_program_ = std::move(program);

@@ -230,6 +230,30 @@ struct GateSamples {
   }
 };
 
+// A level's body samples (LevelRow's pre / body / epi columns): tasks that mark a body only.
+struct BodySamples {
+  std::vector<double> pre, body, epi;
+  void add(const TaskStamps& s) {
+    if (s.body_begin == 0 || s.body_end == 0 || s.body_begin < s.op_begin ||
+        s.body_end < s.body_begin || s.op_end < s.body_end)
+      return;
+    pre.push_back(us_since(s.body_begin, s.op_begin));
+    body.push_back(us_since(s.body_end, s.body_begin));
+    epi.push_back(us_since(s.op_end, s.body_end));
+  }
+  void append(const BodySamples& o) {
+    pre.insert(pre.end(), o.pre.begin(), o.pre.end());
+    body.insert(body.end(), o.body.begin(), o.body.end());
+    epi.insert(epi.end(), o.epi.begin(), o.epi.end());
+  }
+};
+
+void set_body_columns(LevelRow& r, const BodySamples& b) {
+  r.pre_us = median_of(b.pre);
+  r.body_us = median_of(b.body);
+  r.epi_us = median_of(b.epi);
+}
+
 void set_gate_columns(LevelRow& r, const GateSamples& g) {
   r.gate_us = median_of(g.gates);
   r.met_to_begin_us = median_of(g.starts);
@@ -260,6 +284,7 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     uint64_t begin = UINT64_MAX, end = 0;
     int64_t depth = INT64_MAX;  // the shallowest of its tasks
     GateSamples gate;
+    BodySamples body;
   };
   const GateMoments met = gate_moments(program, stamps);
   std::map<std::string, Level> levels;
@@ -286,6 +311,7 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     level.end = std::max(level.end, s.op_end);
     level.depth = std::min(level.depth, depth[i]);
     if (const std::optional<uint64_t> ready = met.ready(task)) level.gate.add(s, *ready);
+    level.body.add(s);
   }
   if (table.step_tasks > 0) table.step_span_us = us_since(step_end, step_begin);
   table.step_floor_us = floor_of(table.step_bytes, ceiling_gbs);
@@ -310,6 +336,7 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     const uint64_t prev_end = k > 0 ? ordered[k - 1].end : before_end.value_or(level.begin);
     finish_row(r, origin, level.begin, level.end, prev_end, ceiling_gbs);
     set_gate_columns(r, level.gate);
+    set_body_columns(r, level.body);
     total.tasks += r.tasks;
     total.bytes += r.bytes;
     total_begin = std::min(total_begin, level.begin);
@@ -331,18 +358,25 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     same->begin = std::min(same->begin, level.begin);
     same->end = std::max(same->end, level.end);
     same->gate.append(level.gate);
+    same->body.append(level.body);
   }
   for (size_t k = 0; k < merged.size(); ++k) {
     LevelRow& r = merged[k].row;
     const uint64_t prev_end = k > 0 ? merged[k - 1].end : before_end.value_or(merged[k].begin);
     finish_row(r, origin, merged[k].begin, merged[k].end, prev_end, ceiling_gbs);
     set_gate_columns(r, merged[k].gate);
+    set_body_columns(r, merged[k].body);
     table.dependency_levels.push_back(r);
   }
   finish_row(total, origin, total_begin, total_end, before_end.value_or(total_begin), ceiling_gbs);
   GateSamples all;
-  for (const Level& level : ordered) all.append(level.gate);
+  BodySamples all_bodies;
+  for (const Level& level : ordered) {
+    all.append(level.gate);
+    all_bodies.append(level.body);
+  }
   set_gate_columns(total, all);
+  set_body_columns(total, all_bodies);
   return table;
 }
 
@@ -389,18 +423,21 @@ std::string format_layer_table(const LayerTable& t) {
       "span - floor;\ngate = median op begin - the moment its last wait was met, over the tasks "
       "already waiting then;\nlate = tasks whose SM began them only after that moment; late→op = "
       "their median op begin - wait begin;\nmet→op = the gate's median over every task, late "
-      "ones included\n",
+      "ones included;\npre / body / epi = medians of op begin -> body begin -> body end -> "
+      "signalled, over the tasks that mark a body\n",
       t.layer, num(t.ceiling_gbs, 0));
   const std::vector<std::string> header{"level",     "tasks",      "KB",      "floor µs",
                                         "span µs",   "from prev µs", "GB/s",  "% ceiling",
-                                        "exposed µs", "gate µs", "late",   "late→op µs", "met→op µs"};
+                                        "exposed µs", "gate µs", "late",   "late→op µs", "met→op µs",
+                                        "pre µs",     "body µs", "epi µs"};
   const auto cells = [](const LevelRow& r) {
     return std::vector<std::string>{
         r.stage,           std::to_string(r.tasks),   num(double(r.bytes) / 1e3, 1),
         num(r.floor_us, 2), num(r.span_us, 2),        num(r.from_prev_us, 2),
         num(r.gbs, 0),     num(r.pct_of_ceiling, 1), num(r.exposed_us, 2),
         num(r.gate_us, 2), std::to_string(r.late_tasks), num(r.late_to_begin_us, 2),
-        num(r.met_to_begin_us, 2)};
+        num(r.met_to_begin_us, 2), num(r.pre_us, 2),  num(r.body_us, 2),
+        num(r.epi_us, 2)};
   };
   if (t.levels.empty()) {
     out += "(no task of this layer ran)\n";

@@ -104,7 +104,7 @@ class Objective {
       for (size_t k = 0; k < c.profiles.size(); ++k) {
         const MeasuredProfile& m = c.profiles[k];
         p.profiles.push_back(prepare(c.program, c.target, SimOptions{m.position, 2}));
-        p.measured.push_back(summarize_step(c.program, m.stamps, m.body_begin, m.body_end));
+        p.measured.push_back(summarize_step(c.program, m.stamps));
         jobs_.push_back({i, int(k)});
       }
     }
@@ -180,7 +180,7 @@ class Objective {
  private:
   static double profile_error(const Program& program, const SimResult& r,
                               const StepSummary& measured) {
-    const StepSummary predicted = summarize_step(program, r.stamps, r.body_begin, r.body_end);
+    const StepSummary predicted = summarize_step(program, r.stamps);
     std::unordered_map<std::string, const StageSummary*> by_stage;
     for (const StageSummary& s : predicted.stages) by_stage[s.stage] = &s;
     double sum = 0;
@@ -237,8 +237,6 @@ MeasuredProfile read_profile_tsv(const std::string& text, const Program& program
   MeasuredProfile m;
   const size_t n = program.tasks.size();
   m.stamps.assign(n, {});
-  m.body_begin.assign(n, 0);
-  m.body_end.assign(n, 0);
   std::unordered_map<int64_t, size_t> index_of;
   for (size_t i = 0; i < n; ++i) index_of[program.tasks[i].id] = i;
   std::istringstream in(text);
@@ -281,8 +279,8 @@ MeasuredProfile read_profile_tsv(const std::string& text, const Program& program
                    parse_ns(cells[7], where)};
     if (m.stamps[i].op_end == 0) m.stamps[i].op_end = 1;  // 0 would read as "did not run"
     if (cells.size() == 10) {
-      m.body_begin[i] = parse_ns(cells[8], where);
-      m.body_end[i] = parse_ns(cells[9], where);
+      m.stamps[i].body_begin = parse_ns(cells[8], where);
+      m.stamps[i].body_end = parse_ns(cells[9], where);
     }
     ++rows;
   }
@@ -290,9 +288,7 @@ MeasuredProfile read_profile_tsv(const std::string& text, const Program& program
   return m;
 }
 
-StepSummary summarize_step(const Program& program, const std::vector<eval::TaskStamps>& stamps,
-                           const std::vector<uint64_t>& body_begin,
-                           const std::vector<uint64_t>& body_end) {
+StepSummary summarize_step(const Program& program, const std::vector<eval::TaskStamps>& stamps) {
   if (stamps.size() != program.tasks.size())
     throw std::invalid_argument("summarize_step: one stamp per task is needed");
   struct Acc {
@@ -308,9 +304,8 @@ StepSummary summarize_step(const Program& program, const std::vector<eval::TaskS
     auto [it, fresh] = by_stage.try_emplace(stage);
     if (fresh) it->second.order = i;
     it->second.op.push_back(double(s.op_end - std::min(s.op_begin, s.op_end)) / 1e3);
-    if (i < body_begin.size() && i < body_end.size() && body_begin[i] > 0 &&
-        body_end[i] >= body_begin[i])
-      it->second.body.push_back(double(body_end[i] - body_begin[i]) / 1e3);
+    if (s.body_begin > 0 && s.body_end >= s.body_begin)
+      it->second.body.push_back(double(s.body_end - s.body_begin) / 1e3);
     first = std::min(first, s.wait_begin);
     last = std::max(last, s.op_end);
   }

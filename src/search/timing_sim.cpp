@@ -519,13 +519,10 @@ class Engine {
     for (size_t i = 0; i < n; ++i) origin = std::min(origin, wait_begin_abs_[i]);
     if (!(origin < kInf)) origin = 0;
     auto ns = [&](double us) { return uint64_t(std::llround(std::max(0.0, us - origin) * 1e3)); };
-    r_.body_begin.assign(n, 0);
-    r_.body_end.assign(n, 0);
     for (size_t i = 0; i < n; ++i) {
       r_.stamps[i] = {ns(wait_begin_abs_[i]), ns(op_begin_abs_[i]),
-                      std::max<uint64_t>(ns(op_end_abs_[i]), 1)};
-      r_.body_begin[i] = ns(body_begin_abs_[i]);
-      r_.body_end[i] = ns(body_end_abs_[i]);
+                      std::max<uint64_t>(ns(op_end_abs_[i]), 1), ns(body_begin_abs_[i]),
+                      ns(body_end_abs_[i])};
       last = std::max(last, op_end_abs_[i]);
     }
     const size_t steps = size_t(p_.steps);
