@@ -211,29 +211,21 @@ double median_of(std::vector<double> v) {
   return (*std::max_element(v.begin(), v.begin() + std::ptrdiff_t(mid)) + hi) / 2;
 }
 
-// A level's gate samples (LevelRow's gate columns).
-struct GateSamples {
+// A level's samples of the per-task columns (LevelRow's gate and body columns), the medians of
+// which fill its row; a merged row (a dependency level, the layer's total) appends its levels'.
+struct LevelSamples {
   std::vector<double> gates;   // gate_us: the tasks already waiting when their last wait was met
   std::vector<double> starts;  // met_to_begin_us: every task whose waits were met
   std::vector<double> lates;   // late_to_begin_us: the rest, op begin - wait begin
-  void add(const TaskStamps& s, uint64_t ready) {
+  std::vector<double> pre, body, epi;  // pre_us, body_us, epi_us: tasks that mark a body only
+  void add_gate(const TaskStamps& s, uint64_t ready) {
     starts.push_back(us_since(s.op_begin, ready));
     if (s.wait_begin < ready)
       gates.push_back(starts.back());
     else
       lates.push_back(us_since(s.op_begin, s.wait_begin));
   }
-  void append(const GateSamples& o) {
-    gates.insert(gates.end(), o.gates.begin(), o.gates.end());
-    starts.insert(starts.end(), o.starts.begin(), o.starts.end());
-    lates.insert(lates.end(), o.lates.begin(), o.lates.end());
-  }
-};
-
-// A level's body samples (LevelRow's pre / body / epi columns): tasks that mark a body only.
-struct BodySamples {
-  std::vector<double> pre, body, epi;
-  void add(const TaskStamps& s) {
+  void add_body(const TaskStamps& s) {
     if (s.body_begin == 0 || s.body_end == 0 || s.body_begin < s.op_begin ||
         s.body_end < s.body_begin || s.op_end < s.body_end)
       return;
@@ -241,25 +233,21 @@ struct BodySamples {
     body.push_back(us_since(s.body_end, s.body_begin));
     epi.push_back(us_since(s.op_end, s.body_end));
   }
-  void append(const BodySamples& o) {
-    pre.insert(pre.end(), o.pre.begin(), o.pre.end());
-    body.insert(body.end(), o.body.begin(), o.body.end());
-    epi.insert(epi.end(), o.epi.begin(), o.epi.end());
+  void append(const LevelSamples& o) {
+    for (auto field : {&LevelSamples::gates, &LevelSamples::starts, &LevelSamples::lates,
+                       &LevelSamples::pre, &LevelSamples::body, &LevelSamples::epi})
+      (this->*field).insert((this->*field).end(), (o.*field).begin(), (o.*field).end());
+  }
+  void fill(LevelRow& r) const {
+    r.gate_us = median_of(gates);
+    r.met_to_begin_us = median_of(starts);
+    r.late_tasks = int64_t(lates.size());
+    r.late_to_begin_us = median_of(lates);
+    r.pre_us = median_of(pre);
+    r.body_us = median_of(body);
+    r.epi_us = median_of(epi);
   }
 };
-
-void set_body_columns(LevelRow& r, const BodySamples& b) {
-  r.pre_us = median_of(b.pre);
-  r.body_us = median_of(b.body);
-  r.epi_us = median_of(b.epi);
-}
-
-void set_gate_columns(LevelRow& r, const GateSamples& g) {
-  r.gate_us = median_of(g.gates);
-  r.met_to_begin_us = median_of(g.starts);
-  r.late_tasks = int64_t(g.lates.size());
-  r.late_to_begin_us = median_of(g.lates);
-}
 
 }  // namespace
 
@@ -283,8 +271,7 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     size_t first = SIZE_MAX;
     uint64_t begin = UINT64_MAX, end = 0;
     int64_t depth = INT64_MAX;  // the shallowest of its tasks
-    GateSamples gate;
-    BodySamples body;
+    LevelSamples samples;
   };
   const GateMoments met = gate_moments(program, stamps);
   std::map<std::string, Level> levels;
@@ -310,8 +297,8 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     level.begin = std::min(level.begin, s.op_begin);
     level.end = std::max(level.end, s.op_end);
     level.depth = std::min(level.depth, depth[i]);
-    if (const std::optional<uint64_t> ready = met.ready(task)) level.gate.add(s, *ready);
-    level.body.add(s);
+    if (const std::optional<uint64_t> ready = met.ready(task)) level.samples.add_gate(s, *ready);
+    level.samples.add_body(s);
   }
   if (table.step_tasks > 0) table.step_span_us = us_since(step_end, step_begin);
   table.step_floor_us = floor_of(table.step_bytes, ceiling_gbs);
@@ -335,8 +322,7 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     LevelRow& r = level.row;
     const uint64_t prev_end = k > 0 ? ordered[k - 1].end : before_end.value_or(level.begin);
     finish_row(r, origin, level.begin, level.end, prev_end, ceiling_gbs);
-    set_gate_columns(r, level.gate);
-    set_body_columns(r, level.body);
+    level.samples.fill(r);
     total.tasks += r.tasks;
     total.bytes += r.bytes;
     total_begin = std::min(total_begin, level.begin);
@@ -357,26 +343,19 @@ LayerTable layer_table(const Program& program, const std::vector<TaskStamps>& st
     same->row.bytes += level.row.bytes;
     same->begin = std::min(same->begin, level.begin);
     same->end = std::max(same->end, level.end);
-    same->gate.append(level.gate);
-    same->body.append(level.body);
+    same->samples.append(level.samples);
   }
   for (size_t k = 0; k < merged.size(); ++k) {
     LevelRow& r = merged[k].row;
     const uint64_t prev_end = k > 0 ? merged[k - 1].end : before_end.value_or(merged[k].begin);
     finish_row(r, origin, merged[k].begin, merged[k].end, prev_end, ceiling_gbs);
-    set_gate_columns(r, merged[k].gate);
-    set_body_columns(r, merged[k].body);
+    merged[k].samples.fill(r);
     table.dependency_levels.push_back(r);
   }
   finish_row(total, origin, total_begin, total_end, before_end.value_or(total_begin), ceiling_gbs);
-  GateSamples all;
-  BodySamples all_bodies;
-  for (const Level& level : ordered) {
-    all.append(level.gate);
-    all_bodies.append(level.body);
-  }
-  set_gate_columns(total, all);
-  set_body_columns(total, all_bodies);
+  LevelSamples all;
+  for (const Level& level : ordered) all.append(level.samples);
+  all.fill(total);
   return table;
 }
 
