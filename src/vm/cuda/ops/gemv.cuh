@@ -484,10 +484,10 @@ __device__ __forceinline__ EarlyAddends early_addends(const OpContext& c, const 
   return e;
 }
 
-// The deferred epilogue: row j's dot is the sum of its `segs` partials part[j * segs + s] (in
-// segment order, so the result does not depend on warp timing); a GLU tile's output j also
-// sums up row N_tile + j. One thread per row, all in
-// parallel, so the bias / residual loads (when not loaded early) overlap instead of queueing
+// The deferred epilogue: row j's dot is the sum of its `segs` partials part[s * rows + j] (in
+// segment order, so the result does not depend on warp timing; segment-major, so a warp's
+// threads read consecutive words where row-major was a gcd(segs, 32)-way bank conflict a load);
+// a GLU tile's output j also sums up row N_tile + j. One thread per row, all in parallel, so the bias / residual loads (when not loaded early) overlap instead of queueing
 // behind each row's dot product on one lane. Starts with the barrier that publishes the
 // partials, which doubles as the abort vote; false (on every thread) when the launch is aborting.
 __device__ __forceinline__ bool finish_rows(const OpContext& c, const Gemv& g, int64_t r,
@@ -495,11 +495,12 @@ __device__ __forceinline__ bool finish_rows(const OpContext& c, const Gemv& g, i
                                             const EarlyAddends& early) {
   if (consumer_any(aborted, c.n_threads)) return false;
   const int64_t first = r * g.out_cols + g.n_off;
+  const int rows = g.body_rows();
   for (int j = c.tid; j < g.N_tile; j += c.n_threads) {
     float dot = 0.0f, up = 0.0f;
-    for (int k = 0; k < segs; ++k) dot += part[j * segs + k];
+    for (int k = 0; k < segs; ++k) dot += part[k * rows + j];
     if (g.glu)
-      for (int k = 0; k < segs; ++k) up += part[(g.N_tile + j) * segs + k];
+      for (int k = 0; k < segs; ++k) up += part[k * rows + g.N_tile + j];
     const float y =
         output_value(g, dot, up, early.loaded ? early.a : load_addends(c, g, r, j));
     store_f(*g.out, first + j, y);
@@ -523,7 +524,7 @@ __device__ __forceinline__ bool finish_rows(const OpContext& c, const Gemv& g, i
 //
 // Each batch of 8 strips (6 for P = 3: a whole number of periods) is summed over the warp by a
 // transposing reduction (9 shuffles for 8 sums, not 8 x 5) and strip (row, seg)'s sum lands in
-// part[row * S + seg]; finish_rows adds a row's S partials in segment order, so the result does
+// part[seg * rows + row]; finish_rows adds a row's S partials in segment order, so the result does
 // not depend on warp timing.
 
 // The 16 bytes at `addr` in the shared window (the compiler cannot tell that the ring's generic
@@ -641,7 +642,9 @@ __device__ __forceinline__ bool gemv_strips(const OpContext& c, const RingTile& 
   // The strip whose warp sum this lane writes: slot (lane >> 2) & 7 of each batch.
   const int my_slot = (lane >> 2) & 7;
   const bool writer = (lane & 3) == 0 && my_slot < kBatch;
-  const int my_q = warp + my_slot * W;
+  // Its (row, segment) in the chunk, carried from batch to batch like the slots' (no division in
+  // the loop): a batch moves on kBatch W strips, (8 / P) R whole rows for P > 0.
+  const SmallDiv my0 = small_divmod(warp + my_slot * W, S);
   bool aborted = false;
   for (int row0 = 0; row0 < t.rows && !aborted; row0 += t.rows_per_chunk) {
     const int n_rows = min(t.rows_per_chunk, t.rows - row0);
@@ -650,7 +653,7 @@ __device__ __forceinline__ bool gemv_strips(const OpContext& c, const RingTile& 
       break;
     }
     const uint32_t stage = ring.stage_base_smem + uint32_t(cur.stage) * uint32_t(ring.chunk_bytes);
-    float* chunk_part = part + int64_t(row0) * S;
+    int my_row = my0.q, my_seg = my0.r;
     int b_row = sp.warp0.hi(), b_seg = sp.warp0.lo();  // P == 0: slot 0's strip of batch b
     for (int b = 0;; ++b) {
       // Strips of this batch: q = warp + (b kBatch + k) W.
@@ -702,9 +705,16 @@ __device__ __forceinline__ bool gemv_strips(const OpContext& c, const RingTile& 
         }
       }
       const float sum = warp_sum8(v, lane);
-      if (writer) {
-        const int q = my_q + b * kBatch * W;
-        if (q < n_rows * S) chunk_part[q] = sum;  // strip q of the chunk is part (row0 + q / S, q % S)
+      if (writer && my_row < n_rows) part[my_seg * t.rows + row0 + my_row] = sum;
+      if constexpr (P > 0) {
+        my_row += (kBatch / P) * R;
+      } else {
+        my_row += batch_rows;
+        my_seg += batch_segs;
+        if (my_seg >= S) {
+          my_seg -= S;
+          ++my_row;
+        }
       }
     }
     ring_release(ring, cur);
