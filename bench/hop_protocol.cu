@@ -26,6 +26,12 @@
 //            activations through it, docs/CUDA_VM.md) or the proxy fence and a release (what
 //            they did in 2a7a402, until the thirty-eighth session measured plain stores and the
 //            counter protocol faster and removed the stage).
+//   paired   clusters of two SMs (bench/fence_stall.cu: a release waits for the copies its SM
+//            issued, not those landing in it). Rank 1's producer issues both rings' copies (its
+//            own and rank 0's), so rank 0 issues none and its release stays cheap. Rank 0 stores
+//            and releases as `counter`; rank 1 sends its outputs to rank 0's shared memory with
+//            st.async (completing on an mbarrier there) and never fences: a forwarding warp of
+//            rank 0 stores them and releases the count for it.
 // Printed per protocol and bytes in flight: µs per hop (median CTA), and the stream's GB/s over
 // the chain (what the polling costs the weight stream). bench/RESULTS.md, twenty-second session:
 // on the H100 the release costs 1.7 µs a hop at 32 KiB in flight per SM and 4 µs at 64 KiB, far
@@ -50,7 +56,8 @@ namespace {
 
 using namespace amk::cuda;
 
-constexpr int kConsumers = 256, kThreads = kConsumers + 32, kChunk = 32 * 1024, kStages = 4;
+// Past the consumers: the producer warp, then the paired protocol's forwarding warp.
+constexpr int kConsumers = 256, kThreads = kConsumers + 64, kChunk = 32 * 1024, kStages = 4;
 constexpr int kSlice = 16, kLevels = 200;
 constexpr size_t kStreamBytes = size_t(4) << 30;
 constexpr int kMaxSms = 160, kVec = kMaxSms * kSlice;
@@ -67,10 +74,13 @@ enum Protocol : int {
   kHybrid = 2,
   kCounterNoFence = 3,
   kBulkRelaxed = 4,
-  kBulkRelease = 5
+  kBulkRelease = 5,
+  kPaired = 6
 };
+constexpr uint32_t kNotYet = 0xffffffffu;  // paired: rank 1's final peer count, until it stops
 __host__ __device__ constexpr bool is_counter(int p) {
-  return p == kCounter || p == kCounterNoFence || p == kBulkRelaxed || p == kBulkRelease;
+  return p == kCounter || p == kCounterNoFence || p == kBulkRelaxed || p == kBulkRelease ||
+         p == kPaired;
 }
 
 // The kernel's own global_ns, consumer_sync / consumer_any (named barrier 1), load_acquire_gpu,
@@ -101,6 +111,42 @@ __device__ __forceinline__ uint64_t ld_relaxed64(const uint64_t* p) {
 __device__ __forceinline__ void st_relaxed64(uint64_t* p, uint64_t v) {
   asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// `addr` (this CTA's shared window) in CTA `rank`'s shared memory, as a shared::cluster address.
+__device__ __forceinline__ uint32_t peer_address(uint32_t addr, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ void st_cluster(uint32_t addr, uint32_t v) {
+  asm volatile("st.relaxed.cluster.shared::cluster.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;"
+               ::: "memory");
+}
+// 16 bytes into another CTA's shared memory, completing 16 bytes of transaction count on its
+// mbarrier `bar` (both shared::cluster addresses): no fence, nothing waited for here.
+__device__ __forceinline__ void st_async16(uint32_t addr, float4 v, uint32_t bar) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];" ::
+          "r"(addr),
+      "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
+      : "memory");
+}
+
+// The paired protocol's shared state, in each CTA's static shared memory.
+struct Pairing {
+  float fwd[kSlice];           // rank 0: rank 1's outputs of the level in flight
+  uint64_t fwd_bar;            // rank 0: completes when they have all arrived
+  volatile uint32_t landed;    // rank 1: chunks of rank 0's ring landed (rank 0 writes it)
+  volatile uint32_t final_issued;  // rank 0: rank 1's chunks for it in all (rank 1 writes it)
+};
 
 struct Args {
   const uint8_t* stream;
@@ -140,6 +186,97 @@ __device__ void produce(const Args& a, uint32_t stages, uint32_t bars, volatile 
     ++landed;
   }
   *streamed = uint64_t(at_stop < 0 ? landed : at_stop) * kChunk;
+}
+
+// Paired, rank 1: both rings' copies, `inflight` outstanding in each: its own (its mbarriers,
+// waited for here) and rank 0's (rank 0's mbarriers; rank 0 counts them landed into
+// `pair.landed`). At the stop it tells rank 0 how many it sent and drains both.
+__device__ void produce_paired_issuer(const Args& a, uint32_t stages, uint32_t bars,
+                                      volatile int* stop, uint64_t* streamed, Pairing& pair) {
+  const uint8_t* slice = a.stream + int64_t(blockIdx.x) * a.stream_per_sm;
+  const int64_t n = a.stream_per_sm / kChunk;
+  const uint64_t policy = evict_first_policy();
+  const uint32_t peer_stages = peer_address(stages, 0u), peer_bars = peer_address(bars, 0u);
+  const uint8_t* peer_slice = slice - a.stream_per_sm;  // rank 0's slice (blockIdx.x - 1)
+  uint32_t phase[kStages] = {0u, 0u, 0u, 0u};
+  int64_t issued = 0, landed = 0, at_stop = -1;
+  uint32_t peer_issued = 0;
+  while (true) {
+    const bool stopping = *stop != 0;
+    if (stopping && at_stop < 0) at_stop = landed;
+    if (!stopping) {
+      while (issued - landed < a.inflight) {
+        const int s = int(issued % kStages);
+        mbar_arrive_expect_tx(bars + 8u * s, kChunk);
+        bulk_copy_g2s(stages + uint32_t(s) * kChunk, slice + (issued % n) * kChunk, kChunk,
+                      bars + 8u * s, policy);
+        ++issued;
+      }
+      while (peer_issued - pair.landed < uint32_t(a.inflight)) {
+        const int s = int(peer_issued % kStages);
+        bulk_copy_g2s(peer_stages + uint32_t(s) * kChunk, peer_slice + (peer_issued % n) * kChunk,
+                      kChunk, peer_bars + 8u * s, policy);
+        ++peer_issued;
+      }
+    }
+    if (landed == issued && stopping) break;
+    if (landed < issued) {  // not blocking: rank 0's ring needs refills meanwhile
+      const int s = int(landed % kStages);
+      if (mbar_try_wait(bars + 8u * s, phase[s])) {
+        phase[s] ^= 1u;
+        ++landed;
+      }
+    }
+  }
+  st_cluster(peer_address(smem_address(const_cast<uint32_t*>(&pair.final_issued)), 0u),
+             peer_issued);
+  while (pair.landed < peer_issued) {
+  }
+  *streamed = uint64_t(at_stop < 0 ? landed : at_stop) * kChunk;
+}
+
+// Paired, rank 0: its ring's chunks in order as rank 1's copies land, each stage re-armed for its
+// next phase before rank 1 may refill it; until all rank 1 sent have landed.
+__device__ void produce_paired_receiver(uint32_t bars, volatile int* stop, uint64_t* streamed,
+                                        Pairing& pair) {
+  uint32_t phase[kStages] = {0u, 0u, 0u, 0u};
+  uint32_t landed = 0;
+  int64_t at_stop = -1;
+  const uint32_t remote = peer_address(smem_address(const_cast<uint32_t*>(&pair.landed)), 1u);
+  while (true) {
+    if (*stop != 0 && at_stop < 0) at_stop = landed;
+    const uint32_t fin = pair.final_issued;
+    if (fin != kNotYet && landed >= fin) break;
+    const int s = int(landed % kStages);
+    if (!mbar_try_wait(bars + 8u * s, phase[s])) continue;
+    phase[s] ^= 1u;
+    ++landed;
+    mbar_arrive_expect_tx(bars + 8u * s, kChunk);
+    st_cluster(remote, landed);
+  }
+  *streamed = uint64_t(at_stop < 0 ? landed : at_stop) * kChunk;
+}
+
+// Paired, rank 0's forwarding warp: for each level, rank 1's 16 outputs as they arrive in
+// `pair.fwd`, stored to rank 1's slice of the vector and counted with a release (rank 0 has
+// issued no copy, so its fence is short). The barrier is re-armed first: rank 1 can send the
+// next level only after this count.
+__device__ void forward_levels(const Args& a, Pairing& pair) {
+  const int lane = int(threadIdx.x) & 31;
+  const uint32_t bar = smem_address(&pair.fwd_bar);
+  uint32_t phase = 0;
+  for (int l = 0; l < kLevels; ++l) {
+    while (!mbar_try_wait(bar, phase)) {
+    }
+    phase ^= 1u;
+    const float v = lane < kSlice ? pair.fwd[lane] : 0.0f;
+    __syncwarp();
+    if (lane == 0) mbar_arrive_expect_tx(bar, kSlice * 4);
+    if (lane < kSlice) a.fvec[int64_t(l) * kVec + int64_t(blockIdx.x + 1) * kSlice + lane] = v;
+    __syncwarp();
+    if (lane == 0)
+      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(a.counters + l) : "memory");
+  }
 }
 
 // One level's read of vector `l` (all n values), summed over the block.
@@ -197,9 +334,19 @@ __device__ float read_level(const Args& a, int l, int n, float* red) {
   return block_sum(s, red, tid, kConsumers);
 }
 
-__device__ void write_level(const Args& a, int l, float value, float* staged) {
+__device__ void write_level(const Args& a, int l, float value, float* staged, Pairing& pair) {
   const int tid = int(threadIdx.x);
   const int i = int(blockIdx.x) * kSlice + tid;
+  if (a.protocol == kPaired && cluster_rank() == 1) {
+    // Four threads, four floats each, into rank 0's forwarding buffer: no fence, no count.
+    if (tid < kSlice / 4) {
+      const float b = value + float(4 * tid);
+      st_async16(peer_address(smem_address(&pair.fwd[4 * tid]), 0u),
+                 make_float4(b, b + 1.0f, b + 2.0f, b + 3.0f),
+                 peer_address(smem_address(&pair.fwd_bar), 0u));
+    }
+    return;
+  }
   if (a.protocol == kBulkRelaxed || a.protocol == kBulkRelease) {
     if (tid < kSlice) staged[tid] = value + float(tid);
     fence_proxy_async_shared();  // the staged outputs, visible to the bulk copy
@@ -215,10 +362,10 @@ __device__ void write_level(const Args& a, int l, float value, float* staged) {
             "red.release.gpu.global.add.u32 [%0], 1;" ::"l"(a.counters + l)
             : "memory");
     }
-  } else if (a.protocol == kCounter || a.protocol == kCounterNoFence) {
+  } else if (a.protocol == kCounter || a.protocol == kCounterNoFence || a.protocol == kPaired) {
     if (tid < kSlice) a.fvec[int64_t(l) * kVec + i] = value + float(tid);
     bar_consumers();
-    if (tid == 0 && a.protocol == kCounter)
+    if (tid == 0 && (a.protocol == kCounter || a.protocol == kPaired))
       asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(a.counters + l) : "memory");
     if (tid == 0 && a.protocol == kCounterNoFence)
       asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(a.counters + l) : "memory");
@@ -239,47 +386,65 @@ __global__ void __launch_bounds__(kThreads) hop_chain(Args a) {
   __shared__ __align__(8) uint64_t bars[kStages];
   __shared__ float red[32];
   __shared__ __align__(128) float staged[kSlice];
+  __shared__ __align__(16) Pairing pair;
   __shared__ volatile int stop;
   __shared__ uint64_t streamed, stream_t0;
   const int tid = int(threadIdx.x);
+  const bool paired = a.protocol == kPaired;  // launched in clusters of two
+  const uint32_t rank = paired ? cluster_rank() : 0u;
   if (tid == 0) {
     stop = 0;
     streamed = 0;
+    pair.landed = 0;
+    pair.final_issued = kNotYet;
     for (int s = 0; s < kStages; ++s) mbar_init(smem_address(&bars[s]), 1u);
+    mbar_init(smem_address(&pair.fwd_bar), 1u);
     mbar_init_fence();
+    // Rank 0's barriers armed for their first phase before rank 1 may complete on them.
+    if (paired && rank == 0) {
+      for (int s = 0; s < kStages; ++s) mbar_arrive_expect_tx(smem_address(&bars[s]), kChunk);
+      mbar_arrive_expect_tx(smem_address(&pair.fwd_bar), kSlice * 4);
+    }
   }
   __syncthreads();
+  if (paired) cluster_sync();
   if (tid >= kConsumers) {
     if (tid == kConsumers) {
       stream_t0 = global_ns();
-      if (a.inflight > 0) produce(a, smem_address(smem), smem_address(&bars[0]), &stop, &streamed);
+      const uint32_t stages = smem_address(smem), b = smem_address(&bars[0]);
+      if (a.inflight > 0 && !paired) produce(a, stages, b, &stop, &streamed);
+      if (a.inflight > 0 && paired && rank == 1)
+        produce_paired_issuer(a, stages, b, &stop, &streamed, pair);
+      if (a.inflight > 0 && paired && rank == 0) produce_paired_receiver(b, &stop, &streamed, pair);
     }
+    if (tid >= kConsumers + 32 && paired && rank == 0) forward_levels(a, pair);
     __syncwarp();
     asm volatile("bar.sync 2, %0;" ::"r"(kThreads) : "memory");  // drained: the CTA may exit
-    return;
+  } else {
+    const int n = int(gridDim.x) * kSlice;
+    // Let the stream reach its steady state before the chain starts.
+    const uint64_t warm = global_ns();
+    while (global_ns() - warm < 20000) {
+    }
+    bar_consumers();
+    const uint64_t t0 = global_ns();
+    write_level(a, 0, float(blockIdx.x), staged, pair);
+    for (int l = 1; l < kLevels; ++l) {
+      const float s = read_level(a, l - 1, n, red);
+      write_level(a, l, s * 1e-6f, staged, pair);
+    }
+    (void)read_level(a, kLevels - 1, n, red);
+    const uint64_t t1 = global_ns();
+    if (tid == 0) stop = 1;
+    asm volatile("bar.sync 2, %0;" ::"r"(kThreads) : "memory");  // the producer has drained
+    if (tid == 0) {
+      a.out[4 * blockIdx.x] = t0;
+      a.out[4 * blockIdx.x + 1] = t1;
+      a.out[4 * blockIdx.x + 2] = streamed;
+      a.out[4 * blockIdx.x + 3] = stream_t0;
+    }
   }
-  const int n = int(gridDim.x) * kSlice;
-  // Let the stream reach its steady state before the chain starts.
-  const uint64_t warm = global_ns();
-  while (global_ns() - warm < 20000) {
-  }
-  bar_consumers();
-  const uint64_t t0 = global_ns();
-  write_level(a, 0, float(blockIdx.x), staged);
-  for (int l = 1; l < kLevels; ++l) {
-    const float s = read_level(a, l - 1, n, red);
-    write_level(a, l, s * 1e-6f, staged);
-  }
-  (void)read_level(a, kLevels - 1, n, red);
-  const uint64_t t1 = global_ns();
-  if (tid == 0) stop = 1;
-  asm volatile("bar.sync 2, %0;" ::"r"(kThreads) : "memory");  // the producer has drained
-  if (tid == 0) {
-    a.out[4 * blockIdx.x] = t0;
-    a.out[4 * blockIdx.x + 1] = t1;
-    a.out[4 * blockIdx.x + 2] = streamed;
-    a.out[4 * blockIdx.x + 3] = stream_t0;
-  }
+  if (paired) cluster_sync();  // no CTA leaves while its peer may still write its shared memory
 }
 
 bool ok(cudaError_t e, const char* what) { return amk::bench::cuda_ok("hop_protocol", e, what); }
@@ -312,13 +477,35 @@ int main() {
     return 1;
   const char* names[] = {"counter (release/acquire)", "tagged words", "hybrid (relaxed counter)",
                          "counter, no fence (unsafe)", "bulk store, relaxed count",
-                         "bulk store, release count"};
+                         "bulk store, release count", "paired (clusters of 2)"};
+  // Paired runs in clusters of two and its chain joins every CTA, so every cluster must be
+  // resident at once.
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = 2;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  cudaLaunchConfig_t paired_cfg{};
+  paired_cfg.gridDim = dim3(sms);
+  paired_cfg.blockDim = dim3(kThreads);
+  paired_cfg.dynamicSmemBytes = smem;
+  paired_cfg.attrs = &cluster;
+  paired_cfg.numAttrs = 1;
+  int clusters = 0;
+  const bool can_pair =
+      sms % 2 == 0 &&
+      cudaOccupancyMaxActiveClusters(&clusters, hop_chain, &paired_cfg) == cudaSuccess &&
+      clusters >= sms / 2;
+  if (!can_pair)
+    std::printf("(paired skipped: %d SMs, %d clusters of two resident at once)\n", sms, clusters);
   std::printf("%-26s %9s %10s %10s %10s\n", "protocol", "in flight", "us/hop", "p90 us/hop",
               "stream GB/s");
   uint32_t tag_base = 1;
   std::vector<uint64_t> host(4 * sms);
   for (int inflight : {0, 1, 2, 4}) {
-    for (int protocol : {kCounter, kTagged, kHybrid, kCounterNoFence, kBulkRelaxed, kBulkRelease}) {
+    for (int protocol :
+         {kCounter, kTagged, kHybrid, kCounterNoFence, kBulkRelaxed, kBulkRelease, kPaired}) {
+      if (protocol == kPaired && !can_pair) continue;
       std::vector<double> hops, p90s, gbs;
       for (int rep = 0; rep < 5; ++rep) {
         Args a{stream, int64_t(kStreamBytes / size_t(sms)) / kChunk * kChunk, inflight, protocol,
@@ -327,7 +514,11 @@ int main() {
         if (!ok(cudaMemset(counters, 0, sizeof(uint32_t) * kLevels), "cudaMemset") ||
             !ok(cudaMemset(out, 0, sizeof(uint64_t) * 4 * sms), "cudaMemset"))
           return 1;
-        hop_chain<<<sms, kThreads, smem>>>(a);
+        if (protocol == kPaired) {
+          if (!ok(cudaLaunchKernelEx(&paired_cfg, hop_chain, a), "launch")) return 1;
+        } else {
+          hop_chain<<<sms, kThreads, smem>>>(a);
+        }
         if (!ok(cudaDeviceSynchronize(), "kernel") ||
             !ok(cudaMemcpy(host.data(), out, sizeof(uint64_t) * 4 * sms, cudaMemcpyDeviceToHost),
                 "cudaMemcpy"))
