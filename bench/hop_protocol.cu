@@ -32,6 +32,11 @@
 //            and releases as `counter`; rank 1 sends its outputs to rank 0's shared memory with
 //            st.async (completing on an mbarrier there) and never fences: a forwarding warp of
 //            rank 0 stores them and releases the count for it.
+//   paired, copies by request   the same hand-off, shaped as the megakernel would run it: rank
+//            0's producer lane keeps its ring's logic (arms its full barriers, bounds its bytes in
+//            flight) but posts each copy as a 16-byte request into rank 1's shared memory
+//            (st.async), where lane 1 of rank 1's producer warp issues it; rank 0's forwarding
+//            agent is lane 1 of its producer warp (beside the requesting lane 0), not a warp.
 // Printed per protocol and bytes in flight: µs per hop (median CTA), and the stream's GB/s over
 // the chain (what the polling costs the weight stream). bench/RESULTS.md, twenty-second session:
 // on the H100 the release costs 1.7 µs a hop at 32 KiB in flight per SM and 4 µs at 64 KiB, far
@@ -75,12 +80,15 @@ enum Protocol : int {
   kCounterNoFence = 3,
   kBulkRelaxed = 4,
   kBulkRelease = 5,
-  kPaired = 6
+  kPaired = 6,
+  kPairedRequests = 7
 };
+__host__ __device__ constexpr bool is_paired(int p) { return p == kPaired || p == kPairedRequests; }
+constexpr int kRequestSlots = 8;  // > 2 x the most chunks in flight: a slot is never reused early
 constexpr uint32_t kNotYet = 0xffffffffu;  // paired: rank 1's final peer count, until it stops
 __host__ __device__ constexpr bool is_counter(int p) {
   return p == kCounter || p == kCounterNoFence || p == kBulkRelaxed || p == kBulkRelease ||
-         p == kPaired;
+         is_paired(p);
 }
 
 // The kernel's own global_ns, consumer_sync / consumer_any (named barrier 1), load_acquire_gpu,
@@ -146,6 +154,10 @@ struct Pairing {
   uint64_t fwd_bar;            // rank 0: completes when they have all arrived
   volatile uint32_t landed;    // rank 1: chunks of rank 0's ring landed (rank 0 writes it)
   volatile uint32_t final_issued;  // rank 0: rank 1's chunks for it in all (rank 1 writes it)
+  // Copies by request (rank 1's): request k in slot k % kRequestSlots, {source low, source high,
+  // stage, bytes} (bytes 0: the last), completing 16 bytes on its barrier.
+  uint4 request[kRequestSlots];
+  uint64_t request_bar[kRequestSlots];
 };
 
 struct Args {
@@ -279,6 +291,84 @@ __device__ void forward_levels(const Args& a, Pairing& pair) {
   }
 }
 
+// Copies by request, rank 0's lane 0: its ring as produce() runs it, each copy posted to rank 1.
+__device__ void produce_requester(const Args& a, uint32_t stages, uint32_t bars,
+                                  volatile int* stop, uint64_t* streamed, Pairing& pair) {
+  const uint8_t* slice = a.stream + int64_t(blockIdx.x) * a.stream_per_sm;
+  const int64_t n = a.stream_per_sm / kChunk;
+  const uint32_t slots = peer_address(smem_address(&pair.request[0]), 1u);
+  const uint32_t slot_bars = peer_address(smem_address(&pair.request_bar[0]), 1u);
+  uint32_t phase[kStages] = {0u, 0u, 0u, 0u};
+  int64_t issued = 0, landed = 0, at_stop = -1;
+  const auto post = [&](const uint8_t* src, int stage, uint32_t bytes) {
+    const int k = int(issued % kRequestSlots);
+    const uint64_t g = __cvta_generic_to_global(src);
+    asm volatile(
+        "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, "
+        "[%5];" ::"r"(slots + 16u * uint32_t(k)),
+        "r"(uint32_t(g)), "r"(uint32_t(g >> 32)), "r"(uint32_t(stage)), "r"(bytes),
+        "r"(slot_bars + 8u * uint32_t(k))
+        : "memory");
+  };
+  while (true) {
+    const bool stopping = *stop != 0;
+    if (stopping && at_stop < 0) at_stop = landed;
+    while (!stopping && issued - landed < a.inflight) {
+      const int s = int(issued % kStages);
+      mbar_arrive_expect_tx(bars + 8u * s, kChunk);
+      post(slice + (issued % n) * kChunk, s, kChunk);
+      ++issued;
+    }
+    if (landed == issued) break;
+    const int s = int(landed % kStages);
+    while (!mbar_try_wait(bars + 8u * s, phase[s])) {
+    }
+    phase[s] ^= 1u;
+    ++landed;
+  }
+  post(nullptr, 0, 0u);  // the server stops
+  *streamed = uint64_t(at_stop < 0 ? landed : at_stop) * kChunk;
+  (void)stages;
+}
+
+// Copies by request, rank 1's lane 1: issues rank 0's requests in order into rank 0's ring, on
+// rank 0's full barriers, until the last (bytes 0). Each slot is re-armed before its copy.
+__device__ void serve_requests(uint32_t stages, uint32_t bars, Pairing& pair) {
+  const uint64_t policy = evict_first_policy();
+  const uint32_t peer_stages = peer_address(stages, 0u), peer_bars = peer_address(bars, 0u);
+  for (uint32_t k = 0;; ++k) {
+    const int slot = int(k % kRequestSlots);
+    const uint32_t bar = smem_address(&pair.request_bar[slot]);
+    while (!mbar_try_wait(bar, (k / kRequestSlots) & 1u)) {
+    }
+    const uint4 r = pair.request[slot];
+    mbar_arrive_expect_tx(bar, 16);
+    if (r.w == 0u) return;
+    const void* src = reinterpret_cast<const void*>(uint64_t(r.x) | (uint64_t(r.y) << 32));
+    bulk_copy_g2s(peer_stages + r.z * uint32_t(kChunk), src, r.w, peer_bars + 8u * r.z, policy);
+  }
+}
+
+// Copies by request, rank 0's lane 1: forward_levels by one lane.
+__device__ void forward_levels_lane(const Args& a, Pairing& pair) {
+  const uint32_t bar = smem_address(&pair.fwd_bar);
+  uint32_t phase = 0;
+  for (int l = 0; l < kLevels; ++l) {
+    while (!mbar_try_wait(bar, phase)) {
+    }
+    phase ^= 1u;
+    float4 v[kSlice / 4];
+#pragma unroll
+    for (int k = 0; k < kSlice / 4; ++k) v[k] = reinterpret_cast<const float4*>(pair.fwd)[k];
+    mbar_arrive_expect_tx(bar, kSlice * 4);
+    float4* dst =
+        reinterpret_cast<float4*>(a.fvec + int64_t(l) * kVec + int64_t(blockIdx.x + 1) * kSlice);
+#pragma unroll
+    for (int k = 0; k < kSlice / 4; ++k) dst[k] = v[k];
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(a.counters + l) : "memory");
+  }
+}
+
 // One level's read of vector `l` (all n values), summed over the block.
 __device__ float read_level(const Args& a, int l, int n, float* red) {
   const int tid = int(threadIdx.x);
@@ -337,7 +427,7 @@ __device__ float read_level(const Args& a, int l, int n, float* red) {
 __device__ void write_level(const Args& a, int l, float value, float* staged, Pairing& pair) {
   const int tid = int(threadIdx.x);
   const int i = int(blockIdx.x) * kSlice + tid;
-  if (a.protocol == kPaired && cluster_rank() == 1) {
+  if (is_paired(a.protocol) && cluster_rank() == 1) {
     // Four threads, four floats each, into rank 0's forwarding buffer: no fence, no count.
     if (tid < kSlice / 4) {
       const float b = value + float(4 * tid);
@@ -362,10 +452,10 @@ __device__ void write_level(const Args& a, int l, float value, float* staged, Pa
             "red.release.gpu.global.add.u32 [%0], 1;" ::"l"(a.counters + l)
             : "memory");
     }
-  } else if (a.protocol == kCounter || a.protocol == kCounterNoFence || a.protocol == kPaired) {
+  } else if (a.protocol == kCounter || a.protocol == kCounterNoFence || is_paired(a.protocol)) {
     if (tid < kSlice) a.fvec[int64_t(l) * kVec + i] = value + float(tid);
     bar_consumers();
-    if (tid == 0 && (a.protocol == kCounter || a.protocol == kPaired))
+    if (tid == 0 && (a.protocol == kCounter || is_paired(a.protocol)))
       asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(a.counters + l) : "memory");
     if (tid == 0 && a.protocol == kCounterNoFence)
       asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(a.counters + l) : "memory");
@@ -390,7 +480,8 @@ __global__ void __launch_bounds__(kThreads) hop_chain(Args a) {
   __shared__ volatile int stop;
   __shared__ uint64_t streamed, stream_t0;
   const int tid = int(threadIdx.x);
-  const bool paired = a.protocol == kPaired;  // launched in clusters of two
+  const bool paired = is_paired(a.protocol);  // launched in clusters of two
+  const bool requests = a.protocol == kPairedRequests;
   const uint32_t rank = paired ? cluster_rank() : 0u;
   if (tid == 0) {
     stop = 0;
@@ -399,12 +490,19 @@ __global__ void __launch_bounds__(kThreads) hop_chain(Args a) {
     pair.final_issued = kNotYet;
     for (int s = 0; s < kStages; ++s) mbar_init(smem_address(&bars[s]), 1u);
     mbar_init(smem_address(&pair.fwd_bar), 1u);
+    for (int k = 0; k < kRequestSlots; ++k) mbar_init(smem_address(&pair.request_bar[k]), 1u);
     mbar_init_fence();
-    // Rank 0's barriers armed for their first phase before rank 1 may complete on them.
+    // Barriers another CTA completes on, armed for their first phase before it may: rank 0's
+    // forwarding barrier, its ring's (paired: rank 1 issues freely; by request, rank 0 arms its
+    // own before each request), rank 1's request slots.
     if (paired && rank == 0) {
-      for (int s = 0; s < kStages; ++s) mbar_arrive_expect_tx(smem_address(&bars[s]), kChunk);
+      if (!requests)
+        for (int s = 0; s < kStages; ++s) mbar_arrive_expect_tx(smem_address(&bars[s]), kChunk);
       mbar_arrive_expect_tx(smem_address(&pair.fwd_bar), kSlice * 4);
     }
+    if (requests && rank == 1)
+      for (int k = 0; k < kRequestSlots; ++k)
+        mbar_arrive_expect_tx(smem_address(&pair.request_bar[k]), 16);
   }
   __syncthreads();
   if (paired) cluster_sync();
@@ -412,12 +510,19 @@ __global__ void __launch_bounds__(kThreads) hop_chain(Args a) {
     if (tid == kConsumers) {
       stream_t0 = global_ns();
       const uint32_t stages = smem_address(smem), b = smem_address(&bars[0]);
-      if (a.inflight > 0 && !paired) produce(a, stages, b, &stop, &streamed);
-      if (a.inflight > 0 && paired && rank == 1)
+      if (a.inflight > 0 && (!paired || (requests && rank == 1)))
+        produce(a, stages, b, &stop, &streamed);
+      if (a.inflight > 0 && requests && rank == 0)
+        produce_requester(a, stages, b, &stop, &streamed, pair);
+      if (a.inflight > 0 && a.protocol == kPaired && rank == 1)
         produce_paired_issuer(a, stages, b, &stop, &streamed, pair);
-      if (a.inflight > 0 && paired && rank == 0) produce_paired_receiver(b, &stop, &streamed, pair);
+      if (a.inflight > 0 && a.protocol == kPaired && rank == 0)
+        produce_paired_receiver(b, &stop, &streamed, pair);
     }
-    if (tid >= kConsumers + 32 && paired && rank == 0) forward_levels(a, pair);
+    if (tid == kConsumers + 1 && requests && rank == 0) forward_levels_lane(a, pair);
+    if (tid == kConsumers + 1 && requests && rank == 1 && a.inflight > 0)
+      serve_requests(smem_address(smem), smem_address(&bars[0]), pair);
+    if (tid >= kConsumers + 32 && a.protocol == kPaired && rank == 0) forward_levels(a, pair);
     __syncwarp();
     asm volatile("bar.sync 2, %0;" ::"r"(kThreads) : "memory");  // drained: the CTA may exit
   } else {
@@ -477,7 +582,8 @@ int main() {
     return 1;
   const char* names[] = {"counter (release/acquire)", "tagged words", "hybrid (relaxed counter)",
                          "counter, no fence (unsafe)", "bulk store, relaxed count",
-                         "bulk store, release count", "paired (clusters of 2)"};
+                         "bulk store, release count", "paired (clusters of 2)",
+                         "paired, copies by request"};
   // Paired runs in clusters of two and its chain joins every CTA, so every cluster must be
   // resident at once.
   cudaLaunchAttribute cluster{};
@@ -504,8 +610,9 @@ int main() {
   std::vector<uint64_t> host(4 * sms);
   for (int inflight : {0, 1, 2, 4}) {
     for (int protocol :
-         {kCounter, kTagged, kHybrid, kCounterNoFence, kBulkRelaxed, kBulkRelease, kPaired}) {
-      if (protocol == kPaired && !can_pair) continue;
+         {kCounter, kTagged, kHybrid, kCounterNoFence, kBulkRelaxed, kBulkRelease, kPaired,
+          kPairedRequests}) {
+      if (is_paired(protocol) && !can_pair) continue;
       std::vector<double> hops, p90s, gbs;
       for (int rep = 0; rep < 5; ++rep) {
         Args a{stream, int64_t(kStreamBytes / size_t(sms)) / kChunk * kChunk, inflight, protocol,
@@ -514,7 +621,7 @@ int main() {
         if (!ok(cudaMemset(counters, 0, sizeof(uint32_t) * kLevels), "cudaMemset") ||
             !ok(cudaMemset(out, 0, sizeof(uint64_t) * 4 * sms), "cudaMemset"))
           return 1;
-        if (protocol == kPaired) {
+        if (is_paired(protocol)) {
           if (!ok(cudaLaunchKernelEx(&paired_cfg, hop_chain, a), "launch")) return 1;
         } else {
           hop_chain<<<sms, kThreads, smem>>>(a);
