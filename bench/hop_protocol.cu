@@ -36,7 +36,9 @@
 //            0's producer lane keeps its ring's logic (arms its full barriers, bounds its bytes in
 //            flight) but posts each copy as a 16-byte request into rank 1's shared memory
 //            (st.async), where lane 1 of rank 1's producer warp issues it; rank 0's forwarding
-//            agent is lane 1 of its producer warp (beside the requesting lane 0), not a warp.
+//            agent is lane 1 of its producer warp (beside the requesting lane 0), not a warp; and
+//            a forward is a 16-byte header (its size) on one mbarrier, then its payload on a
+//            second that the agent arms once it has read the size (a tile's outputs vary).
 // Printed per protocol and bytes in flight: µs per hop (median CTA), and the stream's GB/s over
 // the chain (what the polling costs the weight stream). bench/RESULTS.md, twenty-second session:
 // on the H100 the release costs 1.7 µs a hop at 32 KiB in flight per SM and 4 µs at 64 KiB, far
@@ -52,6 +54,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "cuda_bench.h"
@@ -158,6 +161,10 @@ struct Pairing {
   // stage, bytes} (bytes 0: the last), completing 16 bytes on its barrier.
   uint4 request[kRequestSlots];
   uint64_t request_bar[kRequestSlots];
+  // Copies by request (rank 0's): a forward's header {level, floats, 0, 0} on fwd_bar, then its
+  // payload (in fwd) on payload_bar, armed by the agent for the header's size.
+  uint4 fwd_header;
+  uint64_t payload_bar;
 };
 
 struct Args {
@@ -349,18 +356,24 @@ __device__ void serve_requests(uint32_t stages, uint32_t bars, Pairing& pair) {
   }
 }
 
-// Copies by request, rank 0's lane 1: forward_levels by one lane.
+// Copies by request, rank 0's lane 1: forward_levels by one lane, a header then its payload.
+// The payload may complete on its barrier before the agent arms it (the transaction count goes
+// below zero meanwhile); the phase cannot end before the agent's arrival.
 __device__ void forward_levels_lane(const Args& a, Pairing& pair) {
-  const uint32_t bar = smem_address(&pair.fwd_bar);
+  const uint32_t bar = smem_address(&pair.fwd_bar), pay = smem_address(&pair.payload_bar);
   uint32_t phase = 0;
   for (int l = 0; l < kLevels; ++l) {
     while (!mbar_try_wait(bar, phase)) {
+    }
+    const uint4 header = pair.fwd_header;
+    mbar_arrive_expect_tx(bar, 16);
+    mbar_arrive_expect_tx(pay, 4u * header.y);
+    while (!mbar_try_wait(pay, phase)) {
     }
     phase ^= 1u;
     float4 v[kSlice / 4];
 #pragma unroll
     for (int k = 0; k < kSlice / 4; ++k) v[k] = reinterpret_cast<const float4*>(pair.fwd)[k];
-    mbar_arrive_expect_tx(bar, kSlice * 4);
     float4* dst =
         reinterpret_cast<float4*>(a.fvec + int64_t(l) * kVec + int64_t(blockIdx.x + 1) * kSlice);
 #pragma unroll
@@ -429,11 +442,20 @@ __device__ void write_level(const Args& a, int l, float value, float* staged, Pa
   const int i = int(blockIdx.x) * kSlice + tid;
   if (is_paired(a.protocol) && cluster_rank() == 1) {
     // Four threads, four floats each, into rank 0's forwarding buffer: no fence, no count.
+    // By request: the header first (its own barrier), the payload on the second.
+    const bool requests = a.protocol == kPairedRequests;
+    if (requests && tid == 0)
+      asm volatile(
+          "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, "
+          "[%5];" ::"r"(peer_address(smem_address(&pair.fwd_header), 0u)),
+          "r"(uint32_t(l)), "r"(uint32_t(kSlice)), "r"(0u), "r"(0u),
+          "r"(peer_address(smem_address(&pair.fwd_bar), 0u))
+          : "memory");
     if (tid < kSlice / 4) {
       const float b = value + float(4 * tid);
       st_async16(peer_address(smem_address(&pair.fwd[4 * tid]), 0u),
                  make_float4(b, b + 1.0f, b + 2.0f, b + 3.0f),
-                 peer_address(smem_address(&pair.fwd_bar), 0u));
+                 peer_address(smem_address(requests ? &pair.payload_bar : &pair.fwd_bar), 0u));
     }
     return;
   }
@@ -490,6 +512,7 @@ __global__ void __launch_bounds__(kThreads) hop_chain(Args a) {
     pair.final_issued = kNotYet;
     for (int s = 0; s < kStages; ++s) mbar_init(smem_address(&bars[s]), 1u);
     mbar_init(smem_address(&pair.fwd_bar), 1u);
+    mbar_init(smem_address(&pair.payload_bar), 1u);
     for (int k = 0; k < kRequestSlots; ++k) mbar_init(smem_address(&pair.request_bar[k]), 1u);
     mbar_init_fence();
     // Barriers another CTA completes on, armed for their first phase before it may: rank 0's
@@ -498,7 +521,7 @@ __global__ void __launch_bounds__(kThreads) hop_chain(Args a) {
     if (paired && rank == 0) {
       if (!requests)
         for (int s = 0; s < kStages; ++s) mbar_arrive_expect_tx(smem_address(&bars[s]), kChunk);
-      mbar_arrive_expect_tx(smem_address(&pair.fwd_bar), kSlice * 4);
+      mbar_arrive_expect_tx(smem_address(&pair.fwd_bar), requests ? 16 : kSlice * 4);
     }
     if (requests && rank == 1)
       for (int k = 0; k < kRequestSlots; ++k)
@@ -556,7 +579,15 @@ bool ok(cudaError_t e, const char* what) { return amk::bench::cuda_ok("hop_proto
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // Optional: the protocols to run, as their numbers (kCounter 0 .. kPairedRequests 7), e.g. "0,7".
+  std::vector<int> only;
+  if (argc > 1)
+    for (const char* p = argv[1]; *p;) {
+      only.push_back(int(std::strtol(p, const_cast<char**>(&p), 10)));
+      if (*p == ',') ++p;
+      else if (*p) return std::fprintf(stderr, "hop_protocol: usage: %s [N,N,...]\n", argv[0]), 2;
+    }
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   if (sms > kMaxSms) {
@@ -613,6 +644,7 @@ int main() {
          {kCounter, kTagged, kHybrid, kCounterNoFence, kBulkRelaxed, kBulkRelease, kPaired,
           kPairedRequests}) {
       if (is_paired(protocol) && !can_pair) continue;
+      if (!only.empty() && std::find(only.begin(), only.end(), protocol) == only.end()) continue;
       std::vector<double> hops, p90s, gbs;
       for (int rep = 0; rep < 5; ++rep) {
         Args a{stream, int64_t(kStreamBytes / size_t(sms)) / kChunk * kChunk, inflight, protocol,
