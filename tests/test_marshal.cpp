@@ -405,15 +405,16 @@ TEST(Marshal, ASharedMemoryBudgetTooSmallForTwoStagesIsRefused) {
   Program p = tiny_llama();
   p.config->smem_bytes_per_block = 40000;
   const std::string e = marshal_error(p);
-  EXPECT_NE(e.find("shared memory budget 40000 (3072 of it the kernel's own) cannot hold the op "
-                   "scratch "),
+  const int own = cuda::kStaticSmemReserve;
+  EXPECT_NE(e.find("shared memory budget 40000 (" + std::to_string(own) +
+                   " of it the kernel's own) cannot hold the op scratch "),
             std::string::npos)
       << e;
-  // 3072 + (scratch 17984 rounded up to 128 + 2 x (32768 + 16) + 64 bytes of ring
+  // The kernel's own + (scratch 17984 rounded up to 128 + 2 x (32768 + 16) + 64 bytes of ring
   // bookkeeping, rounded up to 128) fits to the byte
-  p.config->smem_bytes_per_block = 3072 + 83712;
+  p.config->smem_bytes_per_block = own + 83712;
   EXPECT_EQ(marshal_error(p), "");
-  p.config->smem_bytes_per_block = 3072 + 83712 - 1;
+  p.config->smem_bytes_per_block = own + 83712 - 1;
   EXPECT_NE(marshal_error(p).find("cannot hold"), std::string::npos) << marshal_error(p);
 }
 
