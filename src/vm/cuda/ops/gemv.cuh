@@ -487,8 +487,9 @@ __device__ __forceinline__ EarlyAddends early_addends(const OpContext& c, const 
 // The deferred epilogue: row j's dot is the sum of its `segs` partials part[s * rows + j] (in
 // segment order, so the result does not depend on warp timing; segment-major, so a warp's
 // threads read consecutive words where row-major was a gcd(segs, 32)-way bank conflict a load);
-// a GLU tile's output j also sums up row N_tile + j. One thread per row, all in parallel, so the bias / residual loads (when not loaded early) overlap instead of queueing
-// behind each row's dot product on one lane. Starts with the barrier that publishes the
+// a GLU tile's output j also sums up row N_tile + j. One thread per row, all in parallel, so the
+// bias / residual loads (when not loaded early) overlap instead of queueing behind each row's
+// dot product on one lane. Starts with the barrier that publishes the
 // partials, which doubles as the abort vote; false (on every thread) when the launch is aborting.
 __device__ __forceinline__ bool finish_rows(const OpContext& c, const Gemv& g, int64_t r,
                                             const float* part, int segs, bool aborted,
