@@ -30,19 +30,18 @@
 #include <cstdio>
 #include <vector>
 
+#include "cluster_ring.cuh"
 #include "cuda_bench.h"
-#include "vm/cuda/weight_ring.cuh"  // the kernel's own mbarrier and bulk-copy wrappers
 
 namespace {
 
-using namespace amk::cuda;
+using namespace amk::bench;
 
 constexpr int kConsumers = 256, kThreads = kConsumers + 32, kChunk = 32 * 1024, kStages = 4;
 constexpr int kIters = 400, kBodyNs = 2000, kPrefetchNs = 900;
 constexpr size_t kStreamBytes = size_t(4) << 30;
 
 enum Stream : int { kNone = 0, kOwn = 1, kPeer = 2, kPrefetch = 3 };
-constexpr uint32_t kNotYet = 0xffffffffu;  // rank 1's final count, until it stops
 
 struct Args {
   const uint8_t* stream;
@@ -56,24 +55,6 @@ struct Args {
   uint64_t* out;       // per CTA: t0 ns, t1 ns, cycles over [t0, t1], streamed bytes
 };
 
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %cluster_ctarank;" : "=r"(r));
-  return r;
-}
-// `addr` (this CTA's shared window) in CTA `rank`'s shared memory, as a shared::cluster address.
-__device__ __forceinline__ uint32_t peer_address(uint32_t addr, uint32_t rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
-  return r;
-}
-__device__ __forceinline__ void st_cluster(uint32_t addr, uint32_t v) {
-  asm volatile("st.relaxed.cluster.shared::cluster.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;"
-               ::: "memory");
-}
 __device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(__cvta_generic_to_global(p)),
                "r"(bytes)
@@ -98,29 +79,12 @@ __device__ uint64_t produce_prefetch(const Args& a, volatile int* stop) {
 
 // own: copies into this CTA's ring, `inflight` outstanding; drains before returning.
 __device__ uint64_t produce_own(const Args& a, uint32_t ring, uint32_t bars, volatile int* stop) {
-  const uint8_t* slice = a.stream + int64_t(blockIdx.x) * a.stream_per_cta;
-  const int64_t n = a.stream_per_cta / kChunk;
   const uint64_t policy = evict_first_policy();
-  uint32_t phase[kStages] = {0u, 0u, 0u, 0u};
-  int64_t issued = 0, landed = 0, at_stop = -1;
-  while (true) {
-    const bool stopping = *stop != 0;
-    if (stopping && at_stop < 0) at_stop = landed;
-    while (!stopping && issued - landed < a.inflight) {
-      const int s = int(issued % kStages);
-      mbar_arrive_expect_tx(bars + 8u * s, kChunk);
-      bulk_copy_g2s(ring + uint32_t(s) * kChunk, slice + (issued % n) * kChunk, kChunk,
-                    bars + 8u * s, policy);
-      ++issued;
-    }
-    if (landed == issued) break;
-    const int s = int(landed % kStages);
-    while (!mbar_try_wait(bars + 8u * s, phase[s])) {
-    }
-    phase[s] ^= 1u;
-    ++landed;
-  }
-  return uint64_t(at_stop < 0 ? landed : at_stop) * kChunk;
+  return stream_ring<kChunk, kStages>(
+      a.stream + int64_t(blockIdx.x) * a.stream_per_cta, a.stream_per_cta / kChunk, a.inflight,
+      bars, stop, [&](int s, const uint8_t* src) {
+        bulk_copy_g2s(ring + uint32_t(s) * kChunk, src, kChunk, bars + 8u * s, policy);
+      });
 }
 
 // Peer mode's rank 1: copies into rank 0's ring on rank 0's mbarriers, `inflight` outstanding by
@@ -146,28 +110,6 @@ __device__ uint64_t produce_peer_issuer(const Args& a, uint32_t ring, uint32_t b
   while (*landed < issued) {
   }
   return 0;  // rank 0 counts the bytes
-}
-
-// Peer mode's rank 0: waits for the chunks in order, re-arms each stage for its next phase before
-// telling rank 1 it may refill it, until rank 1's final count has landed.
-__device__ uint64_t produce_peer_receiver(uint32_t bars, volatile int* stop, uint32_t landed_in_peer,
-                                          volatile uint32_t* final_issued) {
-  uint32_t phase[kStages] = {0u, 0u, 0u, 0u};
-  uint32_t landed = 0;
-  int64_t at_stop = -1;
-  const uint32_t remote = peer_address(landed_in_peer, 1u);
-  while (true) {
-    if (*stop != 0 && at_stop < 0) at_stop = landed;
-    const uint32_t fin = *final_issued;
-    if (fin != kNotYet && landed >= fin) break;
-    const int s = int(landed % kStages);
-    if (!mbar_try_wait(bars + 8u * s, phase[s])) continue;
-    phase[s] ^= 1u;
-    ++landed;
-    mbar_arrive_expect_tx(bars + 8u * s, kChunk);
-    st_cluster(remote, landed);
-  }
-  return uint64_t(at_stop < 0 ? landed : at_stop) * kChunk;
 }
 
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads) fence_stall(Args a) {
@@ -201,9 +143,9 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads) fence_stal
         streamed = produce_peer_issuer(a, ring_s, bars_s, &stop, &peer_landed,
                                        smem_address(const_cast<uint32_t*>(&final_issued)));
       if (a.mode == kPeer && rank == 0)
-        streamed = produce_peer_receiver(bars_s, &stop,
-                                         smem_address(const_cast<uint32_t*>(&peer_landed)),
-                                         &final_issued);
+        streamed = receive_peer_ring<kChunk, kStages>(
+            bars_s, &stop, peer_address(smem_address(const_cast<uint32_t*>(&peer_landed)), 1u),
+            &final_issued);
     }
     __syncwarp();
     asm volatile("bar.sync 2, %0;" ::"r"(kThreads) : "memory");

@@ -57,12 +57,12 @@
 #include <cstdlib>
 #include <vector>
 
+#include "cluster_ring.cuh"
 #include "cuda_bench.h"
-#include "vm/cuda/weight_ring.cuh"  // the kernel's own mbarrier and bulk-copy wrappers
 
 namespace {
 
-using namespace amk::cuda;
+using namespace amk::bench;
 
 // Past the consumers: the producer warp, then the paired protocol's forwarding warp.
 constexpr int kConsumers = 256, kThreads = kConsumers + 64, kChunk = 32 * 1024, kStages = 4;
@@ -88,7 +88,6 @@ enum Protocol : int {
 };
 __host__ __device__ constexpr bool is_paired(int p) { return p == kPaired || p == kPairedRequests; }
 constexpr int kRequestSlots = 8;  // > 2 x the most chunks in flight: a slot is never reused early
-constexpr uint32_t kNotYet = 0xffffffffu;  // paired: rank 1's final peer count, until it stops
 __host__ __device__ constexpr bool is_counter(int p) {
   return p == kCounter || p == kCounterNoFence || p == kBulkRelaxed || p == kBulkRelease ||
          is_paired(p);
@@ -123,24 +122,6 @@ __device__ __forceinline__ void st_relaxed64(uint64_t* p, uint64_t v) {
   asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %cluster_ctarank;" : "=r"(r));
-  return r;
-}
-// `addr` (this CTA's shared window) in CTA `rank`'s shared memory, as a shared::cluster address.
-__device__ __forceinline__ uint32_t peer_address(uint32_t addr, uint32_t rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
-  return r;
-}
-__device__ __forceinline__ void st_cluster(uint32_t addr, uint32_t v) {
-  asm volatile("st.relaxed.cluster.shared::cluster.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;"
-               ::: "memory");
-}
 // 16 bytes into another CTA's shared memory, completing 16 bytes of transaction count on its
 // mbarrier `bar` (both shared::cluster addresses): no fence, nothing waited for here.
 __device__ __forceinline__ void st_async16(uint32_t addr, float4 v, uint32_t bar) {
@@ -182,29 +163,12 @@ struct Args {
 // Lane 0 of the producer warp: stream until the consumers raise `stop`, then drain.
 __device__ void produce(const Args& a, uint32_t stages, uint32_t bars, volatile int* stop,
                         uint64_t* streamed) {
-  const uint8_t* slice = a.stream + int64_t(blockIdx.x) * a.stream_per_sm;
-  const int64_t n = a.stream_per_sm / kChunk;
-  uint32_t phase[kStages] = {0u, 0u, 0u, 0u};
   const uint64_t policy = evict_first_policy();
-  int64_t issued = 0, landed = 0, at_stop = -1;
-  while (true) {
-    const bool stopping = *stop != 0;
-    if (stopping && at_stop < 0) at_stop = landed;
-    while (!stopping && issued - landed < a.inflight) {
-      const int s = int(issued % kStages);
-      mbar_arrive_expect_tx(bars + 8u * s, kChunk);
-      bulk_copy_g2s(stages + uint32_t(s) * kChunk, slice + (issued % n) * kChunk, kChunk,
-                    bars + 8u * s, policy);
-      ++issued;
-    }
-    if (landed == issued) break;
-    const int s = int(landed % kStages);
-    while (!mbar_try_wait(bars + 8u * s, phase[s])) {
-    }
-    phase[s] ^= 1u;
-    ++landed;
-  }
-  *streamed = uint64_t(at_stop < 0 ? landed : at_stop) * kChunk;
+  *streamed = stream_ring<kChunk, kStages>(
+      a.stream + int64_t(blockIdx.x) * a.stream_per_sm, a.stream_per_sm / kChunk, a.inflight,
+      bars, stop, [&](int s, const uint8_t* src) {
+        bulk_copy_g2s(stages + uint32_t(s) * kChunk, src, kChunk, bars + 8u * s, policy);
+      });
 }
 
 // Paired, rank 1: both rings' copies, `inflight` outstanding in each: its own (its mbarriers,
@@ -254,28 +218,6 @@ __device__ void produce_paired_issuer(const Args& a, uint32_t stages, uint32_t b
   *streamed = uint64_t(at_stop < 0 ? landed : at_stop) * kChunk;
 }
 
-// Paired, rank 0: its ring's chunks in order as rank 1's copies land, each stage re-armed for its
-// next phase before rank 1 may refill it; until all rank 1 sent have landed.
-__device__ void produce_paired_receiver(uint32_t bars, volatile int* stop, uint64_t* streamed,
-                                        Pairing& pair) {
-  uint32_t phase[kStages] = {0u, 0u, 0u, 0u};
-  uint32_t landed = 0;
-  int64_t at_stop = -1;
-  const uint32_t remote = peer_address(smem_address(const_cast<uint32_t*>(&pair.landed)), 1u);
-  while (true) {
-    if (*stop != 0 && at_stop < 0) at_stop = landed;
-    const uint32_t fin = pair.final_issued;
-    if (fin != kNotYet && landed >= fin) break;
-    const int s = int(landed % kStages);
-    if (!mbar_try_wait(bars + 8u * s, phase[s])) continue;
-    phase[s] ^= 1u;
-    ++landed;
-    mbar_arrive_expect_tx(bars + 8u * s, kChunk);
-    st_cluster(remote, landed);
-  }
-  *streamed = uint64_t(at_stop < 0 ? landed : at_stop) * kChunk;
-}
-
 // Paired, rank 0's forwarding warp: for each level, rank 1's 16 outputs as they arrive in
 // `pair.fwd`, stored to rank 1's slice of the vector and counted with a release (rank 0 has
 // issued no copy, so its fence is short). The barrier is re-armed first: rank 1 can send the
@@ -299,43 +241,25 @@ __device__ void forward_levels(const Args& a, Pairing& pair) {
 }
 
 // Copies by request, rank 0's lane 0: its ring as produce() runs it, each copy posted to rank 1.
-__device__ void produce_requester(const Args& a, uint32_t stages, uint32_t bars,
-                                  volatile int* stop, uint64_t* streamed, Pairing& pair) {
-  const uint8_t* slice = a.stream + int64_t(blockIdx.x) * a.stream_per_sm;
-  const int64_t n = a.stream_per_sm / kChunk;
+__device__ void produce_requester(const Args& a, uint32_t bars, volatile int* stop,
+                                  uint64_t* streamed, Pairing& pair) {
   const uint32_t slots = peer_address(smem_address(&pair.request[0]), 1u);
   const uint32_t slot_bars = peer_address(smem_address(&pair.request_bar[0]), 1u);
-  uint32_t phase[kStages] = {0u, 0u, 0u, 0u};
-  int64_t issued = 0, landed = 0, at_stop = -1;
-  const auto post = [&](const uint8_t* src, int stage, uint32_t bytes) {
-    const int k = int(issued % kRequestSlots);
+  uint32_t posted = 0;
+  const auto post = [&](int stage, const uint8_t* src, uint32_t bytes) {
+    const uint32_t k = posted++ % uint32_t(kRequestSlots);
     const uint64_t g = __cvta_generic_to_global(src);
     asm volatile(
         "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, "
-        "[%5];" ::"r"(slots + 16u * uint32_t(k)),
+        "[%5];" ::"r"(slots + 16u * k),
         "r"(uint32_t(g)), "r"(uint32_t(g >> 32)), "r"(uint32_t(stage)), "r"(bytes),
-        "r"(slot_bars + 8u * uint32_t(k))
+        "r"(slot_bars + 8u * k)
         : "memory");
   };
-  while (true) {
-    const bool stopping = *stop != 0;
-    if (stopping && at_stop < 0) at_stop = landed;
-    while (!stopping && issued - landed < a.inflight) {
-      const int s = int(issued % kStages);
-      mbar_arrive_expect_tx(bars + 8u * s, kChunk);
-      post(slice + (issued % n) * kChunk, s, kChunk);
-      ++issued;
-    }
-    if (landed == issued) break;
-    const int s = int(landed % kStages);
-    while (!mbar_try_wait(bars + 8u * s, phase[s])) {
-    }
-    phase[s] ^= 1u;
-    ++landed;
-  }
-  post(nullptr, 0, 0u);  // the server stops
-  *streamed = uint64_t(at_stop < 0 ? landed : at_stop) * kChunk;
-  (void)stages;
+  *streamed = stream_ring<kChunk, kStages>(
+      a.stream + int64_t(blockIdx.x) * a.stream_per_sm, a.stream_per_sm / kChunk, a.inflight,
+      bars, stop, [&](int s, const uint8_t* src) { post(s, src, kChunk); });
+  post(0, nullptr, 0u);  // the server stops
 }
 
 // Copies by request, rank 1's lane 1: issues rank 0's requests in order into rank 0's ring, on
@@ -536,11 +460,13 @@ __global__ void __launch_bounds__(kThreads) hop_chain(Args a) {
       if (a.inflight > 0 && (!paired || (requests && rank == 1)))
         produce(a, stages, b, &stop, &streamed);
       if (a.inflight > 0 && requests && rank == 0)
-        produce_requester(a, stages, b, &stop, &streamed, pair);
+        produce_requester(a, b, &stop, &streamed, pair);
       if (a.inflight > 0 && a.protocol == kPaired && rank == 1)
         produce_paired_issuer(a, stages, b, &stop, &streamed, pair);
       if (a.inflight > 0 && a.protocol == kPaired && rank == 0)
-        produce_paired_receiver(b, &stop, &streamed, pair);
+        streamed = receive_peer_ring<kChunk, kStages>(
+            b, &stop, peer_address(smem_address(const_cast<uint32_t*>(&pair.landed)), 1u),
+            &pair.final_issued);
     }
     if (tid == kConsumers + 1 && requests && rank == 0) forward_levels_lane(a, pair);
     if (tid == kConsumers + 1 && requests && rank == 1 && a.inflight > 0)
