@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstdint>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "cluster_ring.cuh"
@@ -65,6 +66,7 @@ struct Level {
 struct Args {
   Level lv[kLevels];
   int layers, P, C, tp;
+  int Pa;  // the clusters that run levels 0-2 (q/k/v, attention, o_proj): whole KV heads each
   const uint8_t* buffer;
   int64_t layer_stride;  // buffer bytes between one layer's slices and the next's
   float* gbuf;           // [2][G][kMaxOut] (global) / [2][P][C][kMaxOut] partials (tp)
@@ -100,9 +102,10 @@ __device__ __forceinline__ uint32_t chunk_bytes(int64_t bytes, int64_t i) {
 // In-cluster hop h (counted from the step's start) feeds the h-th level, in step order after
 // layer 0's level 0, whose input comes by inbox (in 0 or 2); each of its C senders sends the
 // padded outputs of the level before (o_proj's / down's summed slice where in is 2).
-__device__ __forceinline__ int inbox_n(const Args& a, uint32_t h) {
+// A cluster that does not run levels 0-2 (attn false) receives only levels 3's and 4's inputs.
+__device__ __forceinline__ int inbox_n(const Args& a, uint32_t h, bool attn) {
   int fed[kLevels], n_fed = 0;
-  for (int j = 0; j < kLevels; ++j)
+  for (int j = attn ? 0 : 3; j < kLevels; ++j)
     if (a.lv[j].in == 0 || a.lv[j].in == 2) fed[n_fed++] = j;
   if (n_fed == 0) return 0;
   const int level = fed[(h + (fed[0] == 0 ? 1u : 0u)) % uint32_t(n_fed)];
@@ -134,8 +137,9 @@ __global__ void __launch_bounds__(kThreads, 1) tp_layer_kernel(Args a) {
     mbar_init(inbar0 + 8u, 1u);
     mbar_init_fence();
     if (a.tp) {  // hops 0 and 1 (the first layer's inputs of levels 1 and 2)
-      mbar_arrive_expect_tx(inbar0, C * 4u * uint32_t(inbox_n(a, 0)));
-      mbar_arrive_expect_tx(inbar0 + 8u, C * 4u * uint32_t(inbox_n(a, 1)));
+      const bool attn = int(blockIdx.x / C) < a.Pa;
+      mbar_arrive_expect_tx(inbar0, C * 4u * uint32_t(inbox_n(a, 0, attn)));
+      mbar_arrive_expect_tx(inbar0 + 8u, C * 4u * uint32_t(inbox_n(a, 1, attn)));
     }
   }
   for (int i = tid; i < kUnionFloats; i += blockDim.x) uni[i] = 1.0f;  // before any peer sends
@@ -151,6 +155,7 @@ __global__ void __launch_bounds__(kThreads, 1) tp_layer_kernel(Args a) {
       const uint8_t* src = a.buffer + int64_t(l) * a.layer_stride +
                            int64_t(blockIdx.x) * (a.layer_stride / G / 16 * 16);
       for (int j = 0; j < kLevels && !stop; ++j) {
+        if (a.tp && j <= 2 && p >= a.Pa) continue;  // not this cluster's levels
         for (int64_t c = 0; c < chunks_of(a.lv[j].bytes) && !stop; ++c, ++i) {
           const int s = int(i % kStages);
           if (i >= kStages) {
@@ -183,6 +188,7 @@ __device__ void consumers(const Args& a, uint8_t* ring, float* uni, float* red, 
                           uint32_t full0, uint32_t empty0, uint32_t inbar0, uint32_t C,
                           uint32_t rank, int G, int p) {
   const int tid = threadIdx.x;
+  const bool attn = !a.tp || p < a.Pa;  // this cluster runs levels 0-2
   // Layer 0's x is in the third region (hop 0 may land in inbox 0 while level 0 reads x).
   const float4* x = reinterpret_cast<const float4*>(uni + 2 * kRegion);
   int K = a.lv[0].K;
@@ -221,13 +227,15 @@ __device__ void consumers(const Args& a, uint8_t* ring, float* uni, float* red, 
     if (l == 1) t_start = global_ns();
     for (int j = 0; j < kLevels && !aborted; ++j) {
       const Level& lv = a.lv[j];
+      if (j <= 2 && !attn) continue;
       // 1. The input.
       if (l > 0 || j > 0) {
         if (lv.in == 0) {
-          recv_inbox(inbox_n(a, hop));
+          recv_inbox(inbox_n(a, hop, attn));
         } else {
           const int prev = (j + kLevels - 1) % kLevels, pl = j == 0 ? l - 1 : l;
           const int n_prev = a.lv[prev].n_out;
+          const int np = prev == 2 ? a.Pa : a.P;  // the clusters whose partials are summed
           uint32_t* ctr = a.counters + (size_t(pl) * kLevels + prev) * kMaxC;
           if (lv.in == 1) {  // every CTA's outputs: G of them
             if (tid == 0) {
@@ -247,7 +255,7 @@ __device__ void consumers(const Args& a, uint8_t* ring, float* uni, float* red, 
           } else if (lv.in == 3) {  // every slice's P partials, summed here
             if (tid < int(C)) {
               long long polls = 0;
-              while (ld_acquire_gpu(ctr + tid) < uint32_t(a.P))
+              while (ld_acquire_gpu(ctr + tid) < uint32_t(np))
                 if (poll_abort(polls)) break;
             }
             consumer_sync(kConsumers);
@@ -257,7 +265,7 @@ __device__ void consumers(const Args& a, uint8_t* ring, float* uni, float* red, 
             for (int i = tid; i < int(C) * np; i += kConsumers) {
               const int r = i / np, e = i - r * np;
               float s = 0.0f;
-              for (int q = 0; q < a.P; ++q) s += __ldcg(src + (size_t(q) * C + r) * kMaxOut + e);
+              for (int q = 0; q < np; ++q) s += __ldcg(src + (size_t(q) * C + r) * kMaxOut + e);
               xw[i] = s;
             }
             x = reinterpret_cast<const float4*>(xw);
@@ -265,14 +273,14 @@ __device__ void consumers(const Args& a, uint8_t* ring, float* uni, float* red, 
           } else {  // slice `rank` of the hidden vector: P partials, summed, then to the cluster
             if (tid == 0) {
               long long polls = 0;
-              while (ld_acquire_gpu(ctr + rank) < uint32_t(a.P))
+              while (ld_acquire_gpu(ctr + rank) < uint32_t(np))
                 if (poll_abort(polls)) break;
             }
             consumer_sync(kConsumers);
             const float* src = a.gbuf + size_t(prev == 2 ? 0 : 1) * a.P * C * kMaxOut;
             for (int e = tid; e < pad4(n_prev); e += kConsumers) {
               float s = 0.0f;
-              for (int q = 0; q < a.P; ++q) s += __ldcg(src + (size_t(q) * C + rank) * kMaxOut + e);
+              for (int q = 0; q < np; ++q) s += __ldcg(src + (size_t(q) * C + rank) * kMaxOut + e);
               outv[e] = s;
             }
             consumer_sync(kConsumers);
@@ -325,7 +333,7 @@ __device__ void consumers(const Args& a, uint8_t* ring, float* uni, float* red, 
       // bytes come only after every CTA of the cluster has received this CTA's next send.
       if (a.tp && tid == 0 && (lv.in == 0 || lv.in == 2) && (l > 0 || j > 0))
         mbar_arrive_expect_tx(inbar0 + 8u * ((hop - 1u) & 1u),  // hop + 1 reuses it
-                              C * 4u * uint32_t(inbox_n(a, hop + 1u)));
+                              C * 4u * uint32_t(inbox_n(a, hop + 1u, attn)));
       consumer_sync(kConsumers);
       // 4. The outputs.
       if (lv.out == 0) {
@@ -355,7 +363,7 @@ __device__ void consumers(const Args& a, uint8_t* ring, float* uni, float* red, 
   }
   // The last send of a P = 1 layer feeds a next layer that does not run: received here, so
   // no peer writes into a CTA that has left.
-  if (a.tp && a.lv[kLevels - 1].out == 0 && !aborted) recv_inbox(inbox_n(a, hop));
+  if (a.tp && a.lv[kLevels - 1].out == 0 && !aborted) recv_inbox(inbox_n(a, hop, attn));
   if (tid == 0) {
     a.out[2 * blockIdx.x] = t_start;
     a.out[2 * blockIdx.x + 1] = global_ns();
@@ -367,7 +375,7 @@ bool ok(cudaError_t e, const char* what) { return cuda_ok("tp_layer", e, what); 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 // The levels of one CTA for a shape and a design (G CTAs: P clusters of C; tp = 0: global).
-Args plan(const Shape& m, int tp, int P, int C, int G, int direct) {
+Args plan(const Shape& m, int tp, int P, int C, int G, int direct, int Pa) {
   Args a{};
   const int64_t kv_bytes = int64_t(m.kv_heads) * m.ctx * m.head_dim * 2 * 2;
   if (!tp) {
@@ -378,9 +386,11 @@ Args plan(const Shape& m, int tp, int P, int C, int G, int direct) {
     a.lv[4] = {int64_t(ceil_div(m.H, G)) * m.F * 2, ceil_div(m.H, G), 0, 1, 1};
   } else {
     const int part = P > 1 ? 2 : 0, in_part = P > 1 ? (direct ? 3 : 2) : 0;
-    a.lv[0] = {int64_t(ceil_div(m.Q + 2 * m.KV, G)) * m.H * 2, ceil_div(m.Q + 2 * m.KV, G), 0, in_part, 0};
-    a.lv[1] = {kv_bytes / G, ceil_div(m.Q, G), 0, 0, 0};
-    a.lv[2] = {int64_t(ceil_div(m.H, C)) * ceil_div(m.Q, P) * 2, ceil_div(m.H, C), 0, 0, part};
+    const int Ga = Pa * C;  // levels 0-2 run on the Pa clusters
+    a.lv[0] = {int64_t(ceil_div(m.Q + 2 * m.KV, Ga)) * m.H * 2, ceil_div(m.Q + 2 * m.KV, Ga), 0, in_part, 0};
+    a.lv[1] = {kv_bytes / Ga, ceil_div(m.Q, Ga), 0, 0, 0};
+    a.lv[2] = {int64_t(ceil_div(m.H, C)) * ceil_div(m.Q, Pa) * 2, ceil_div(m.H, C), 0, 0,
+               Pa > 1 || P > 1 ? 2 : 0};
     a.lv[3] = {int64_t(ceil_div(2 * m.F, G)) * m.H * 2, ceil_div(m.F, G), 0, in_part, 0};
     a.lv[4] = {int64_t(ceil_div(m.H, C)) * ceil_div(m.F, P) * 2, ceil_div(m.H, C), 0, 0, part};
   }
@@ -389,13 +399,15 @@ Args plan(const Shape& m, int tp, int P, int C, int G, int direct) {
   a.P = P;
   a.C = C;
   a.tp = tp;
+  a.Pa = tp ? Pa : 0;
   return a;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int only_shape = argc > 1 ? std::atoi(argv[1]) : -1;  // one shape (0, 1, 2) or all
+  // One shape (0, 1, 2), all (none), or -2: the resident clusters by shared memory.
+  const int only_shape = argc > 1 ? std::atoi(argv[1]) : -1;
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   uint8_t* buffer = nullptr;
@@ -418,17 +430,46 @@ int main(int argc, char** argv) {
       !ok(cudaFuncSetAttribute(tp_layer_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
           "cudaFuncSetAttribute (non-portable clusters)"))
     return 1;
+  if (only_shape == -2) {  // how many clusters stay resident, by cluster size and shared memory
+    std::printf("resident clusters (SMs) by dynamic shared memory a CTA\n%-8s", "cluster");
+    const int kbs[] = {32, 64, 96, 128, 160, 176, 192, 200, 208, 216, 224};
+    for (int kb : kbs) std::printf(" %9d KB", kb);
+    std::printf("\n");
+    for (int C : {1, 2, 4, 8, 16}) {
+      std::printf("%-8d", C);
+      for (int kb : kbs) {
+        cudaLaunchConfig_t cfg{};
+        cudaLaunchAttribute attr{};
+        attr.id = cudaLaunchAttributeClusterDimension;
+        attr.val.clusterDim.x = unsigned(C);
+        attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+        cfg.blockDim = dim3(kThreads);
+        cfg.dynamicSmemBytes = size_t(kb) * 1024 - 4352;  // less the kernel's static 4,352
+        cfg.gridDim = dim3(unsigned(sms / C * C));
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+        int fit = 0;
+        if (cudaOccupancyMaxActiveClusters(&fit, tp_layer_kernel, &cfg) != cudaSuccess) {
+          (void)cudaGetLastError();
+          fit = -1;
+        }
+        std::printf(" %4d (%3d)", fit, fit * C);
+      }
+      std::printf("\n");
+    }
+    return 0;
+  }
   const Shape shapes[] = {{"smollm2-135m", 576, 576, 192, 1536, 30, 3, 64, 512},
                           {"qwen3-0.6b", 1024, 2048, 1024, 3072, 28, 8, 128, 512},
                           {"llama-3.2-1b", 2048, 2048, 512, 8192, 16, 8, 64, 512}};
   struct Design {
     int tp, P, C, direct;
+    int heads;  // 1: levels 0-2 on the largest divisor of the KV heads <= P clusters (whole heads)
   };
   // (The H200 keeps 7 clusters of 16, 15 of 8 or 30 of 4 resident with this kernel's shared
   // memory: GPCs whose SMs are not a multiple of the cluster leave some idle.)
-  const Design designs[] = {{0, 0, 0, 0},  {1, 1, 16, 0}, {1, 4, 16, 0},  {1, 4, 16, 1},
-                            {1, 7, 16, 0}, {1, 7, 16, 1}, {1, 8, 8, 0},   {1, 15, 8, 0},
-                            {1, 15, 8, 1}, {1, 30, 4, 0}, {1, 30, 4, 1}};
+  const Design designs[] = {{0, 0, 0, 0, 0},  {1, 7, 16, 0, 0}, {1, 7, 16, 0, 1},
+                            {1, 15, 8, 0, 0}, {1, 15, 8, 0, 1}, {1, 30, 4, 0, 1}};
   std::printf("tp_layer: %d SMs; ring %d x %d KiB a CTA; median of 5 launches\n", sms, kStages,
               kChunk / 1024);
   std::printf("%-13s %-12s %5s | %9s %9s %10s\n", "shape", "design", "CTAs", "MB/layer",
@@ -440,7 +481,13 @@ int main(int argc, char** argv) {
       if (only_shape >= 0 && si != only_shape) continue;
       const int G = d.tp ? d.P * d.C : 128;
       if (G > sms) continue;
-      Args a = plan(m, d.tp, d.P, d.C, G, d.direct);
+      int Pa = d.P;
+      if (d.heads) {
+        Pa = 1;
+        for (int q = 1; q <= d.P; ++q)
+          if (m.kv_heads % q == 0) Pa = q;
+      }
+      Args a = plan(m, d.tp, d.P, d.C, G, d.direct, Pa);
       bool fits = true;
       for (const Level& lv : a.lv) fits = fits && lv.n_out <= kMaxOut;
       if (!fits) {
@@ -448,8 +495,11 @@ int main(int argc, char** argv) {
                     d.P, d.C, G, kMaxOut);
         continue;
       }
-      int64_t layer_bytes = 0;
-      for (const Level& lv : a.lv) layer_bytes += lv.bytes;
+      int64_t layer_bytes = 0, total_bytes = 0;  // a CTA's most, the whole layer's
+      for (int j = 0; j < kLevels; ++j) {
+        layer_bytes += a.lv[j].bytes;
+        total_bytes += a.lv[j].bytes * (d.tp && j <= 2 ? Pa * d.C : G);
+      }
       a.layer_stride = int64_t(kBufferBytes / size_t(m.L)) / (G * kLevels * 16) * (G * kLevels * 16);
       a.buffer = buffer;
       a.gbuf = gbuf;
@@ -472,7 +522,8 @@ int main(int argc, char** argv) {
       cfg.numAttrs = 1;
       char design[32];
       if (d.tp)
-        std::snprintf(design, sizeof design, "tp %d x %d%s", d.P, d.C, d.direct ? " d" : "");
+        std::snprintf(design, sizeof design, "tp %d x %d%s%s", d.P, d.C, d.direct ? " d" : "",
+                      d.heads ? (" a" + std::to_string(Pa)).c_str() : "");
       else
         std::snprintf(design, sizeof design, "global");
       int fit = 0;
@@ -509,7 +560,7 @@ int main(int argc, char** argv) {
       }
       const double us = median(runs);
       std::printf("%-13s %-12s %5d | %9.2f %9.2f %10.0f\n", m.name, design, G,
-                  double(layer_bytes) * G / 1e6, us, double(layer_bytes) * G / us / 1e3);
+                  double(total_bytes) / 1e6, us, double(total_bytes) / us / 1e3);
       std::fflush(stdout);
     }
   return 0;
