@@ -539,6 +539,74 @@ TEST(Marshal, TaskRecordsRefuseInconsistentGemvOperands) {
   }
 }
 
+// The attention tiles' operands are the loader's to check (attention_tile_check.cpp), as the
+// GEMV tiles' are: the plain lowering's ATTENTION_TILE and the derived default's fused
+// ROPE_KV_ATTENTION_TILE (tiny-qwen3: the head norm and its weights) pass; each broken operand
+// is refused naming the instruction and what is wrong.
+TEST(Marshal, TaskRecordsRefuseInconsistentAttentionOperands) {
+  const ModelConfig mc = load_model_config(kFixtures / "tiny-qwen3" / "config.json");
+  const GpuTarget& h100 = *find_target("h100");
+  for (const bool fused : {false, true}) {
+    const ScheduleConfig config = fused ? default_schedule_config(mc, h100, 64) : ScheduleConfig{};
+    const Program p = lower(mc, config, h100, 64);
+    const MarshalledProgram base = cuda::marshal(p, h100_limits());
+    const Op op = fused ? Op::ROPE_KV_ATTENTION_TILE : Op::ATTENTION_TILE;
+    size_t i = base.instructions.size();
+    for (size_t k = 0; k < base.instructions.size() && i == base.instructions.size(); ++k)
+      if (Op(base.instructions[k].op) == op) i = k;
+    ASSERT_LT(i, base.instructions.size()) << "no " << name_of(op) << " in the fixture's program";
+    EXPECT_EQ(records_error(base, stand_in_table(base)), "");
+    const amk_instruction_t& inst = base.instructions[i];
+    const int32_t n_heads = inst.params.n_heads, head_dim = inst.params.head_dim;
+    // The caches: inputs 1, 2 of ATTENTION_TILE, outputs 1, 2 of the fused op.
+    const int32_t cache = fused ? inst.outputs[1] : inst.inputs[1];
+    struct Case {
+      std::function<void(MarshalledProgram&, std::vector<amk_buffer_t>&)> break_it;
+      std::string what;
+    };
+    std::vector<Case> cases = {
+        {[&](MarshalledProgram& m, auto&) { m.instructions[i].params.n_kv_heads = n_heads + 1; },
+         fmt::format("n_kv_heads {} (dividing it)", n_heads + 1)},
+        {[&](MarshalledProgram& m, auto&) { m.instructions[i].params.head_dim = 512; },
+         "head_dim 512 (1..256)"},
+        {[&](MarshalledProgram& m, auto&) { m.instructions[i].params.kv_len = 1 << 20; },
+         "passes the cache's"},
+        {[&](MarshalledProgram& m, auto&) { m.instructions[i].params.flags |= 64; },
+         "bits the op does not know"},
+        {[&](MarshalledProgram& m, auto&) { m.instructions[i].params.N_tile = n_heads + 2; },
+         "is not whole GQA groups"},
+        {[&](MarshalledProgram&, auto& table) { table[size_t(cache)].dtype = AMK_DTYPE_I32; },
+         "the caches F32 or BF16 alike"},
+        {[&](MarshalledProgram& m, auto&) { m.instructions[i].params.m_off = 1 << 20; },
+         "m_off 1048576 is not a slab of the output"},
+        {[&](MarshalledProgram&, auto& table) { table[size_t(cache)].shape[2] = head_dim * 2; },
+         "are not [n_kv_heads"},
+    };
+    if (fused) {
+      cases.push_back({[&](MarshalledProgram& m, auto&) { m.layout.scratch_bytes = 64; },
+                       "bytes of op scratch"});
+      cases.push_back({[&](MarshalledProgram& m, auto&) {
+                         m.instructions[i].params.flags &= ~int32_t(AMK_ATTN_FLAG_HEAD_NORM);
+                       },
+                       "inputs and 3 outputs, not"});
+      cases.push_back({[&](MarshalledProgram&, auto& table) {
+                         table[size_t(base.instructions[i].inputs[5])].numel = head_dim + 1;
+                       },
+                       "the head norm's weights"});
+    }
+    for (const Case& c : cases) {
+      MarshalledProgram m = base;
+      std::vector<amk_buffer_t> table = stand_in_table(m);
+      c.break_it(m, table);
+      const std::string e = records_error(m, table);
+      EXPECT_NE(e.find(c.what), std::string::npos) << "expected '" << c.what << "' in: " << e;
+      // Records are built in queue order: the first refusal may be another task's (scratch,
+      // or a buffer the tiles share).
+      if (c.what != "bytes of op scratch") EXPECT_NE(e.find(name_of(op)), std::string::npos) << e;
+    }
+  }
+}
+
 TEST(Marshal, BadThreadCountsAreRefused) {
   Program p = tiny_llama();
   p.config->threads_per_block = 100;

@@ -12,6 +12,7 @@
 
 #include "amk/op_flags.h"
 #include "amk/op_traits.h"
+#include "vm/cuda/attention_tile_check.h"
 #include "vm/cuda/gemv_tile_check.h"
 #include "vm/cuda/ops/gemv_strips.h"
 #include "vm/cuda/ops/scratch.h"
@@ -443,6 +444,10 @@ std::vector<amk_task_record_t> task_records(const MarshalledProgram& m,
         throw MarshalError(fmt::format("instruction {} ({}): {}", r.index,
                                        name_of(Op(r.inst.op)), c.error));
       if (c.ring) r.flags |= AMK_RECORD_RING_TILE;
+    } else if (r.inst.op == AMK_OP_ATTENTION_TILE || r.inst.op == AMK_OP_ROPE_KV_ATTENTION_TILE) {
+      if (const std::string e = check_attention_tile(r, m.layout); !e.empty())
+        throw MarshalError(fmt::format("instruction {} ({}): {}", r.index,
+                                       name_of(Op(r.inst.op)), e));
     }
   }
   // Each CTA runs its queue in order, then (next step) from its start again.

@@ -43,10 +43,9 @@
 // Op scratch (ATTENTION_TILE only, optional): n_heads * n_splits * (head_dim + 2) floats when
 // splitting keys; scratch.h attention_split_scratch_bytes() is enough for every split.
 //
-// op_fail codes (code >> 4 = the opcode). ATTENTION_TILE: 1 bad head counts / head_dim (> 256 is
-// not supported), 2 bad window params or unknown flag bits, 3 runtime window without a step
-// position, 4 q/k/v/out shapes or sizes, 5 a non-F32 q or output, or caches that are not both
-// F32 or both BF16. ATTENTION_COMBINE: 1 partial or
+// op_fail codes (code >> 4 = the opcode). ATTENTION_TILE: 2 a strided window on a path that
+// cannot walk it, 3 runtime window without a step position (the loader checks the operands:
+// attention_tile_check.cpp). ATTENTION_COMBINE: 1 partial or
 // output sizes that are not [n_heads, head_dim + 2] / [n_heads, head_dim], 2 a non-F32 operand.
 #pragma once
 
@@ -62,10 +61,8 @@
 
 namespace amk::cuda {
 
-inline constexpr int32_t kAttnCausal = 1;         // amk/op_flags.h attention_flags::kCausal
-inline constexpr int32_t kAttnPartial = 2;        // ... kPartial
+inline constexpr int32_t kAttnPartial = 2;        // amk/op_flags.h attention_flags::kPartial
 inline constexpr int32_t kAttnRuntimeWindow = 4;  // ... kRuntimeWindow
-inline constexpr int kAttnMaxHeadDim = 256;
 inline constexpr int kAttnKeysPerStep = 4;  // keys a warp has in flight (head_dim <= 128)
 
 __device__ __forceinline__ float neg_inf() { return -__int_as_float(0x7f800000); }
@@ -957,31 +954,19 @@ __device__ __forceinline__ int fast_attn_chunk(const OpContext& c, const Attenti
   return chunk < kAttnChunkKeys ? int(chunk) : kAttnChunkKeys;
 }
 
-// The window, head range and shape checks both attention ops share; fills `a` (pointers to the
-// task's first query head and first KV head in cache row 0; the whole kv_len window, which
-// attention_window clips once the position is known) and returns 0 or an op_fail code (without
-// the opcode). Reads only the task record: it runs before the task's gate. q: the query rows as
-// given; k / v: the caches.
-__device__ inline int attention_setup(const OpContext& c, AttentionShape& a, int* first_head,
-                                      const amk_buffer_t& q, const amk_buffer_t& k,
-                                      const amk_buffer_t& v, int32_t known_flags) {
+// The window and head range both attention ops share; fills `a` (pointers to the task's first
+// query head and first KV head in cache row 0; the whole kv_len window, which attention_window
+// clips once the position is known). Reads only the task record: it runs before the task's
+// gate. q: the query rows as given; k / v: the caches. The loader checked every operand
+// (attention_tile_check.cpp: the shapes, dtypes, head range, window and output below fit).
+__device__ inline void attention_setup(const OpContext& c, AttentionShape& a, int* first_head,
+                                       const amk_buffer_t& q, const amk_buffer_t& k,
+                                       const amk_buffer_t& v) {
   const amk_params_t& p = c.inst->params;
-  if (p.head_dim < 1 || p.head_dim > kAttnMaxHeadDim || p.n_heads < 1 || p.n_kv_heads < 1 ||
-      p.n_heads % p.n_kv_heads != 0)
-    return 1;
-  if (p.kv_start < 0 || p.kv_len < 0 || (p.flags & ~known_flags) != 0) return 2;
-  // A strided window's runs are whole 64-key blocks here (attention_block's staging).
-  if (p.kv_stride < 0 || (p.kv_stride > 0 && (p.kv_len < kAttnBlockKeys ||
-                                              p.kv_len % kAttnBlockKeys != 0 || p.kv_stride < p.kv_len)))
-    return 2;
   // A head range (n_off, N_tile; N_tile 0 = every head) of whole GQA groups: the task reads
   // query heads [n_off, n_off + N_tile) and their KV heads, and its output holds just those.
   const int rep = p.n_heads / p.n_kv_heads;
   const bool ranged = p.N_tile != 0;
-  if (ranged ? (p.n_off < 0 || p.N_tile < 1 || p.n_off % rep != 0 || p.N_tile % rep != 0 ||
-                int64_t(p.n_off) + p.N_tile > p.n_heads)
-             : p.n_off != 0)
-    return 2;
   const int first = ranged ? p.n_off : 0, count = ranged ? p.N_tile : p.n_heads;
   // Caches [n_kv_heads, max_seq, head_dim]: each KV head's history is contiguous.
   const int64_t max_seq = k.rank == 3 ? k.shape[1] : 0;
@@ -1006,17 +991,6 @@ __device__ inline int attention_setup(const OpContext& c, AttentionShape& a, int
   const int64_t stack_slab = int64_t(p.n_heads) * width;
   const bool stack = a.partial && out.numel != int64_t(count) * width && out.numel > 0 &&
                      out.numel % stack_slab == 0;
-  if (stack ? (p.m_off < 0 || int64_t(p.m_off) >= out.numel / stack_slab) : p.m_off != 0)
-    return 4;
-  if (q.numel != int64_t(p.n_heads) * a.head_dim || k.rank != 3 || k.shape[0] != p.n_kv_heads ||
-      k.shape[2] != a.head_dim || v.rank != 3 || v.shape[0] != k.shape[0] ||
-      v.shape[1] != k.shape[1] || v.shape[2] != k.shape[2] ||
-      int64_t(p.kv_start) + p.kv_len > max_seq ||
-      (!slice && !stack && out.numel != int64_t(a.n_heads) * width))
-    return 4;
-  if (q.dtype != AMK_DTYPE_F32 || !is_f32_or_bf16(k.dtype) || v.dtype != k.dtype ||
-      out.dtype != AMK_DTYPE_F32)
-    return 5;
   // The range's first query head and its first KV head's history (BF16: a.k, a.v hold BF16
   // bits; the offset is in bytes).
   const int64_t head0 = int64_t(first / rep) * a.kv_head_stride * (a.bf16 ? 2 : 4);
@@ -1027,7 +1001,6 @@ __device__ inline int attention_setup(const OpContext& c, AttentionShape& a, int
           (slice ? int64_t(first) * a.head_dim
                  : stack ? int64_t(p.m_off) * stack_slab + int64_t(first) * width : 0);
   *first_head = first;
-  return 0;
 }
 
 // The runtime window (flags bit 2): the keys written so far, from the step position the task
@@ -1066,15 +1039,10 @@ __device__ inline bool attention_run(const OpContext& c, const AttentionShape& a
   return true;
 }
 
-// ATTENTION_TILE's operands into `a`; false (after op_fail) when they do not fit.
-__device__ inline bool attention_tile_operands(const OpContext& c, AttentionShape& a) {
+// ATTENTION_TILE's operands into `a`.
+__device__ inline void attention_tile_operands(const OpContext& c, AttentionShape& a) {
   int first = 0;
-  if (const int err = attention_setup(c, a, &first, in_buf(c, 0), in_buf(c, 1), in_buf(c, 2),
-                                      kAttnCausal | kAttnPartial | kAttnRuntimeWindow)) {
-    op_fail(c, AMK_OP_ATTENTION_TILE * 16 + err);
-    return false;
-  }
-  return true;
+  attention_setup(c, a, &first, in_buf(c, 0), in_buf(c, 1), in_buf(c, 2));
 }
 
 // ROPE_KV_ATTENTION_TILE (24): the prologue of src/vm/reference/ops/attention.cpp's
@@ -1086,13 +1054,12 @@ __device__ inline bool attention_tile_operands(const OpContext& c, AttentionShap
 // rope_rotate after it: op_rope's arithmetic); the task whose window holds the step's position
 // writes its KV heads' row of both caches, which its own attention then reads back (ordered by
 // the barrier).
-// Extra op_fail codes: 6 inputs that do not match the flags / a bad norm weight or table (a
-// non-finite inv_freq entry included, as ROPE_FREQ refuses it), 7 op scratch too small for the
-// prologue.
+// Extra op_fail codes: 4 the step's position past the cache's rows, 6 a non-finite inv_freq
+// entry (as ROPE_FREQ refuses it); the rest the loader checks (attention_tile_check.cpp).
 inline constexpr int32_t kAttnHeadNorm = AMK_ATTN_FLAG_HEAD_NORM;
 inline constexpr int32_t kAttnRopeTable = AMK_ATTN_FLAG_ROPE_TABLE;
 
-// ROPE_KV_ATTENTION_TILE's operands, checked before the task's gate (they read only the task
+// ROPE_KV_ATTENTION_TILE's operands, worked out before the task's gate (they read only the task
 // record and constant operands).
 struct RopeKvOperands {
   int first = 0;
@@ -1135,44 +1102,20 @@ __device__ __forceinline__ RopeKvScratch rope_kv_scratch(const OpContext& c, int
   return r;
 }
 
-// Before the gate: every check, and the RoPE frequencies (ROPE's default costs a double pow per
-// pair) into the cosine slots of the table, which rope_angles_at turns into cos / sin once the
-// position is known; thread t owns pairs t, t + n_threads, ... in both. False after op_fail.
-__device__ inline bool rope_kv_check(const OpContext& c, AttentionShape& a, RopeKvOperands& o) {
+// Before the gate: the operands (the loader checked them: attention_tile_check.cpp), and the
+// RoPE frequencies (ROPE's default costs a double pow per pair) into the cosine slots of the
+// table, which rope_angles_at turns into cos / sin once the position is known; thread t owns
+// pairs t, t + n_threads, ... in both.
+__device__ inline void rope_kv_operands(const OpContext& c, AttentionShape& a, RopeKvOperands& o) {
   const amk_params_t& p = c.inst->params;
   const auto [q, k, v, kc, vc] = rope_kv_buffers(c);
   const bool norm = (p.flags & kAttnHeadNorm) != 0, table = (p.flags & kAttnRopeTable) != 0;
-  if (c.inst->n_inputs != 5 + (norm ? 2 : 0) + (table ? 1 : 0) || c.inst->n_outputs != 3 ||
-      (p.flags & kAttnRuntimeWindow) == 0) {
-    op_fail(c, kRopeKvFail + 6);
-    return false;
-  }
-  if (const int err = attention_setup(c, a, &o.first, q, kc, vc,
-                                      kAttnCausal | kAttnPartial | kAttnRuntimeWindow |
-                                          kAttnHeadNorm | kAttnRopeTable)) {
-    op_fail(c, kRopeKvFail + err);
-    return false;
-  }
+  attention_setup(c, a, &o.first, q, kc, vc);
   const int D = a.head_dim, half = D / 2;
-  if (D % 2 != 0 || k.numel != int64_t(p.n_kv_heads) * D || v.numel != k.numel ||
-      !is_f32_or_bf16(k.dtype) || !is_f32_or_bf16(v.dtype) || !is_f32_or_bf16(q.dtype) ||
-      (!table && !(p.theta > 0.0f))) {
-    op_fail(c, kRopeKvFail + 4);
-    return false;
-  }
   o.q_norm = norm ? &in_buf(c, 5) : nullptr;
   o.k_norm = norm ? &in_buf(c, 6) : nullptr;
   o.inv_freq = table ? &in_buf(c, c.inst->n_inputs - 1) : nullptr;
-  if ((norm && (o.q_norm->numel != D || o.k_norm->numel != D || !(p.eps >= 0.0f))) ||
-      (table && o.inv_freq->numel != half)) {
-    op_fail(c, kRopeKvFail + 6);
-    return false;
-  }
   o.pro = rope_kv_prologue_floats(a.n_heads, a.n_kv_heads, D, norm);
-  if (int64_t(c.scratch_bytes) < 4 * o.pro) {
-    op_fail(c, kRopeKvFail + 7);
-    return false;
-  }
   // The rows by cp.async (every copy in flight at once, beside the step position's read) where
   // they are F32 and 16-byte aligned at the task's first head; otherwise by loads.
   const int kv0 = o.kv0 = o.first / (p.n_heads / p.n_kv_heads);
@@ -1187,7 +1130,7 @@ __device__ inline bool rope_kv_check(const OpContext& c, AttentionShape& a, Rope
   // poll a load of thread 0's would hold back by its round trip. A non-finite table entry is
   // seen by the threads that read it only: they flag the error and the task still passes its
   // gate on every thread (the end-of-task vote leaves).
-  if (c.tid < 32) return true;
+  if (c.tid < 32) return;
   const int ht = c.tid - 32, hn = c.n_threads - 32;  // a helper's index among the helpers
   if (!rope_inv_freqs(ht, hn, o.inv_freq, p.theta, half, sc.cos_t)) op_fail(c, kRopeKvFail + 6);
   // The head norm's weights (constants) into op scratch now, so that the norm after the gate
@@ -1199,7 +1142,6 @@ __device__ inline bool rope_kv_check(const OpContext& c, AttentionShape& a, Rope
       sc.kn_w[d] = load_f(*o.k_norm, d);
     }
   }
-  return true;
 }
 
 // Right after the gate, before the step position is read: the rows' copies (async_rows), so
@@ -1315,8 +1257,10 @@ __device__ inline void op_attention_tiles(const OpContext& c0, Gate&& pass_gate)
   AttentionShape a;
   RopeKvOperands o;
   const bool rope = c0.inst->op == AMK_OP_ROPE_KV_ATTENTION_TILE;
-  const bool ok = rope ? rope_kv_check(c0, a, o) : attention_tile_operands(c0, a);
-  if (!ok) return;
+  if (rope)
+    rope_kv_operands(c0, a, o);
+  else
+    attention_tile_operands(c0, a);
   OpContext c = c0;
   // The scratch after the prologue's, where attention_run's block stages go.
   OpContext ac = c;
@@ -1343,7 +1287,7 @@ __device__ inline void op_attention_tiles(const OpContext& c0, Gate&& pass_gate)
     // A bad position: the helper reads it again after the gate, where everyone fails alike.
     helped = attention_window(c.inst->params, a, c.pos) == 0;
     if (helped) {
-      const int ht = c.tid - 32, hn = c.n_threads - 32;  // as in rope_kv_check
+      const int ht = c.tid - 32, hn = c.n_threads - 32;  // as in rope_kv_operands
       const RopeKvScratch sc = rope_kv_scratch(c, a.n_heads, a.n_kv_heads, a.head_dim);
       rope_angles_at(ht, hn, float(c.pos), a.head_dim / 2, sc.cos_t, sc.sin_t);
       a.prestaged = prestages(a);
