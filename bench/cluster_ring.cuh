@@ -1,4 +1,5 @@
-// What the weight-stream micro-benchmarks share (bench/fence_stall.cu, bench/hop_protocol.cu):
+// What the weight-stream micro-benchmarks share (bench/fence_stall.cu, bench/hop_protocol.cu,
+// bench/cluster_stream.cu, bench/tp_layer.cu):
 // the cluster PTX their paired modes use, a producer lane's ring of bulk copies, and rank 0's
 // side of a ring that its cluster peer fills.
 #pragma once
@@ -24,6 +25,25 @@ __device__ __forceinline__ uint32_t peer_address(uint32_t addr, uint32_t rank) {
 }
 __device__ __forceinline__ void st_cluster(uint32_t addr, uint32_t v) {
   asm volatile("st.relaxed.cluster.shared::cluster.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t cluster_size() {
+  uint32_t n;
+  asm volatile("mov.u32 %0, %cluster_nctarank;" : "=r"(n));
+  return n;
+}
+// 16 bytes into a cluster CTA's shared memory (`addr` as mapa gives it), completing that many
+// bytes of transaction count on its mbarrier `bar` (also a shared::cluster address).
+__device__ __forceinline__ void st_async_v4(uint32_t addr, float4 v, uint32_t bar) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, "
+      "[%5];" ::"r"(addr),
+      "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
 }
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;"

@@ -29,6 +29,7 @@
 #include "cluster_ring.cuh"
 #include "cuda_bench.h"
 #include "vm/cuda/device_common.cuh"
+#include "vm/cuda/ops/gemv.cuh"
 #include "vm/cuda/primitives.cuh"
 
 namespace {
@@ -106,16 +107,7 @@ __global__ void __launch_bounds__(kThreads, 1) stream_kernel(StreamArgs a) {
           const int v = tid + u * kConsumers, xv = 2 * (v % (kK / 8));
           const uint4 q = w[v];
           const float4 xa = x4[xv], xb = x4[xv + 1];
-          float p = part[u];
-          p = fmaf(__uint_as_float(q.x << 16), xa.x, p);
-          p = fmaf(__uint_as_float(q.x & 0xffff0000u), xa.y, p);
-          p = fmaf(__uint_as_float(q.y << 16), xa.z, p);
-          p = fmaf(__uint_as_float(q.y & 0xffff0000u), xa.w, p);
-          p = fmaf(__uint_as_float(q.z << 16), xb.x, p);
-          p = fmaf(__uint_as_float(q.z & 0xffff0000u), xb.y, p);
-          p = fmaf(__uint_as_float(q.w << 16), xb.z, p);
-          p = fmaf(__uint_as_float(q.w & 0xffff0000u), xb.w, p);
-          part[u] = p;
+          part[u] = amk::cuda::gemv_detail::dot16<true>(q, xa, xb, part[u]);  // the GEMV's step
         }
         acc += (part[0] + part[1]) + (part[2] + part[3]);
       }
@@ -147,23 +139,6 @@ struct HopArgs {
   uint64_t* out;  // per CTA: t0, t1
 };
 
-__device__ __forceinline__ uint32_t cluster_size() {
-  uint32_t n;
-  asm volatile("mov.u32 %0, %cluster_nctarank;" : "=r"(n));
-  return n;
-}
-__device__ __forceinline__ void st_async_v4(uint32_t addr, float4 v, uint32_t bar) {
-  asm volatile(
-      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, "
-      "[%5];" ::"r"(addr),
-      "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
-      : "memory");
-}
-__device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
 
 __global__ void __launch_bounds__(kThreads, 1) hop_kernel(HopArgs a) {
   extern __shared__ __align__(128) uint8_t smem[];
@@ -341,16 +316,9 @@ int main() {
     for (int n_clusters : {1, 0})  // 0: as many as fit
       for (int stream : {0, 2, 4})
         for (int dsmem : {1, 0}) {
-          cudaLaunchConfig_t cfg{};
-          cudaLaunchAttribute attr{};
-          attr.id = cudaLaunchAttributeClusterDimension;
-          attr.val.clusterDim.x = unsigned(C);
-          attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
-          cfg.blockDim = dim3(kThreads);
-          cfg.dynamicSmemBytes = hop_smem;
-          cfg.gridDim = dim3(unsigned(sms / C * C));
-          cfg.attrs = &attr;
-          cfg.numAttrs = 1;
+          cudaLaunchAttribute attr;
+          cudaLaunchConfig_t cfg =
+              cluster_launch(attr, unsigned(C), unsigned(sms / C * C), kThreads, hop_smem);
           int fit = 0;
           if (cudaOccupancyMaxActiveClusters(&fit, hop_kernel, &cfg) != cudaSuccess || fit < 1) {
             (void)cudaGetLastError();

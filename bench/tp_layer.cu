@@ -32,6 +32,7 @@
 #include "cluster_ring.cuh"
 #include "cuda_bench.h"
 #include "vm/cuda/device_common.cuh"
+#include "vm/cuda/ops/gemv.cuh"
 #include "vm/cuda/primitives.cuh"
 
 namespace {
@@ -75,23 +76,6 @@ struct Args {
   uint64_t* out;  // per CTA: ns at layer 1's start, ns at the end
 };
 
-__device__ __forceinline__ uint32_t cluster_size() {
-  uint32_t n;
-  asm volatile("mov.u32 %0, %cluster_nctarank;" : "=r"(n));
-  return n;
-}
-__device__ __forceinline__ void st_async_v4(uint32_t addr, float4 v, uint32_t bar) {
-  asm volatile(
-      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, "
-      "[%5];" ::"r"(addr),
-      "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
-      : "memory");
-}
-__device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
 __device__ __forceinline__ int pad4(int n) { return (n + 3) & ~3; }
 __device__ __forceinline__ int64_t chunks_of(int64_t bytes) { return (bytes + kChunk - 1) / kChunk; }
 __device__ __forceinline__ uint32_t chunk_bytes(int64_t bytes, int64_t i) {
@@ -306,14 +290,7 @@ __device__ void consumers(const Args& a, uint8_t* ring, float* uni, float* red, 
           const int xv = 2 * (v & 31);
           const uint4 q = w[v];
           const float4 xa = x[xv], xb = x[xv + 1];
-          acc = fmaf(__uint_as_float(q.x << 16), xa.x, acc);
-          acc = fmaf(__uint_as_float(q.x & 0xffff0000u), xa.y, acc);
-          acc = fmaf(__uint_as_float(q.y << 16), xa.z, acc);
-          acc = fmaf(__uint_as_float(q.y & 0xffff0000u), xa.w, acc);
-          acc = fmaf(__uint_as_float(q.z << 16), xb.x, acc);
-          acc = fmaf(__uint_as_float(q.z & 0xffff0000u), xb.y, acc);
-          acc = fmaf(__uint_as_float(q.w << 16), xb.z, acc);
-          acc = fmaf(__uint_as_float(q.w & 0xffff0000u), xb.w, acc);
+          acc = amk::cuda::gemv_detail::dot16<true>(q, xa, xb, acc);  // the GEMV's step
         }
         __syncwarp();
         if ((tid & 31) == 0) mbar_arrive(empty0 + 8u * s);
@@ -438,16 +415,9 @@ int main(int argc, char** argv) {
     for (int C : {1, 2, 4, 8, 16}) {
       std::printf("%-8d", C);
       for (int kb : kbs) {
-        cudaLaunchConfig_t cfg{};
-        cudaLaunchAttribute attr{};
-        attr.id = cudaLaunchAttributeClusterDimension;
-        attr.val.clusterDim.x = unsigned(C);
-        attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
-        cfg.blockDim = dim3(kThreads);
-        cfg.dynamicSmemBytes = size_t(kb) * 1024 - 4352;  // less the kernel's static 4,352
-        cfg.gridDim = dim3(unsigned(sms / C * C));
-        cfg.attrs = &attr;
-        cfg.numAttrs = 1;
+        cudaLaunchAttribute attr;
+        cudaLaunchConfig_t cfg = cluster_launch(attr, unsigned(C), unsigned(sms / C * C), kThreads,
+                                                size_t(kb) * 1024 - 4352);  // less the static
         int fit = 0;
         if (cudaOccupancyMaxActiveClusters(&fit, tp_layer_kernel, &cfg) != cudaSuccess) {
           (void)cudaGetLastError();
@@ -510,16 +480,9 @@ int main(int argc, char** argv) {
         std::printf("%-13s (a CTA's layer exceeds its slice)\n", m.name);
         continue;
       }
-      cudaLaunchConfig_t cfg{};
-      cudaLaunchAttribute attr{};
-      attr.id = cudaLaunchAttributeClusterDimension;
-      attr.val.clusterDim.x = unsigned(d.tp ? d.C : 1);
-      attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
-      cfg.blockDim = dim3(kThreads);
-      cfg.dynamicSmemBytes = smem;
-      cfg.gridDim = dim3(unsigned(G));
-      cfg.attrs = &attr;
-      cfg.numAttrs = 1;
+      cudaLaunchAttribute attr;
+      cudaLaunchConfig_t cfg =
+          cluster_launch(attr, unsigned(d.tp ? d.C : 1), unsigned(G), kThreads, smem);
       char design[32];
       if (d.tp)
         std::snprintf(design, sizeof design, "tp %d x %d%s%s", d.P, d.C, d.direct ? " d" : "",

@@ -365,7 +365,7 @@ TEST(CliUsage, HelpAndVersion) {
   EXPECT_NE(sub.out.find("--seed"), std::string::npos) << sub.out;
   const CmdResult v = amk("--version");
   EXPECT_EQ(v.exit_code, 0);
-  EXPECT_NE(v.out.find("IR 0.11.0"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("IR 0.12.0"), std::string::npos) << v.out;
   EXPECT_NE(v.out.find("ABI 0.12"), std::string::npos) << v.out;
   EXPECT_EQ(v.out.rfind("amk ", 0), 0u) << "the build version leads\n" << v.out;
   EXPECT_TRUE(v.out.find("CUDA compiled in") != std::string::npos ||

@@ -137,7 +137,7 @@ TEST(IrBuilder, DenseIdsAndTotals) {
   EXPECT_EQ(p.buffers[1].source, "proj.weight");
   EXPECT_EQ(p.total_weight_bytes(), 512);
   EXPECT_EQ(p.total_est_bytes(), 512);
-  EXPECT_EQ(p.ir_version, "0.11.0");
+  EXPECT_EQ(p.ir_version, "0.12.0");
   EXPECT_EQ(p.abi_version, "0.12");
 }
 

@@ -1370,6 +1370,33 @@ TEST(OpArithmetic, AddMulAllreduce) {
                   "SILU_MUL: input 1 (up) must have a float dtype, got I32");
 }
 
+// A ranged shard sum (IR 0.12.0) sums and writes elements [n_off, n_off + N_tile) only, in input
+// order, and leaves the rest of the output as it was; two ranges fill the vector the whole sum
+// fills.
+TEST(OpArithmetic, RangedAllreduceSumsItsSliceOnly) {
+  std::mt19937 rng(73);
+  const Tensor a = rnd(DType::F32, {1, 10}, rng), b = rnd(DType::F32, {10}, rng),
+               c = rnd(DType::BF16, {10}, rng);
+  const auto av = vals(a), bv = vals(b), cv = vals(c);
+  Tensor out = filled(DType::F32, {1, 10}, 7.5);
+  run(Op::ALLREDUCE_SHARD, Prm().i("n_off", 3).i("N_tile", 4), {&a, &b, &c}, {&out});
+  std::vector<double> want(10, 7.5);
+  for (size_t i = 3; i < 7; ++i) want[i] = (av[i] + bv[i]) + cv[i];
+  expect_close(out, want, 0.5);  // summed in double, rounded once
+  Tensor whole = filled(DType::F32, {1, 10}, kNaN), pieces = filled(DType::F32, {1, 10}, kNaN);
+  run(Op::ALLREDUCE_SHARD, {}, {&a, &b, &c}, {&whole});
+  run(Op::ALLREDUCE_SHARD, Prm().i("n_off", 0).i("N_tile", 6), {&a, &b, &c}, {&pieces});
+  run(Op::ALLREDUCE_SHARD, Prm().i("n_off", 6).i("N_tile", 4), {&a, &b, &c}, {&pieces});
+  expect_close(pieces, vals(whole), 0.0);
+  for (const auto& [off, len] : {std::pair{7, 4}, std::pair{-1, 2}, std::pair{0, 0}})
+    expect_op_error(
+        [&] {
+          run(Op::ALLREDUCE_SHARD, Prm().i("n_off", off).i("N_tile", len), {&a, &b}, {&out});
+        },
+        "ALLREDUCE_SHARD: range n_off " + std::to_string(off) + ", N_tile " +
+            std::to_string(len) + " must lie in the shards' 10 elements");
+}
+
 // ==== SOFTMAX ================================================================================
 TEST(OpSoftmax, EveryDimAndLargeLogits) {
   std::mt19937 rng(81);

@@ -336,6 +336,65 @@ TEST(ValidateCaps, RankFiveIsRejectedRankFourAccepted) {
   EXPECT_TRUE(Rejected(r2, "has negative dimension -2"));
 }
 
+// A weight's box (IR 0.12.0): rows and columns of its source tensor, the buffer's whole shape;
+// only WEIGHT buffers with a source have one. Whether it fits the tensor is the checkpoint's to
+// say (amk/decoder.h weight_tensor).
+TEST(ValidateCaps, SourceBoxesAreWeightsOfTheirOwnShape) {
+  const auto with_box = [](BufferKind kind, std::optional<std::string> source,
+                           std::vector<int64_t> shape, SourceBox box) {
+    Program p;
+    p.new_buffer("w", kind, DType::BF16, std::move(shape), MemSpace::HBM, std::move(source));
+    p.buffers[0].source_box = box;
+    return validate(p);
+  };
+  EXPECT_TRUE(Accepted(with_box(BufferKind::WEIGHT, "model.w", {2, 3}, {4, 2, 8, 3})));
+  EXPECT_TRUE(Rejected(with_box(BufferKind::ACTIVATION, std::nullopt, {2, 3}, {4, 2, 8, 3}),
+                       "buffer #0 ('w') has a source_box [4, 2, 8, 3] but is not a WEIGHT with a "
+                       "source"));
+  EXPECT_TRUE(Rejected(with_box(BufferKind::WEIGHT, std::nullopt, {2, 3}, {4, 2, 8, 3}),
+                       "is not a WEIGHT with a source"));
+  EXPECT_TRUE(Rejected(with_box(BufferKind::WEIGHT, "model.w", {2, 3}, {-1, 2, 8, 3}),
+                       "source_box [-1, 2, 8, 3]: offsets must be >= 0 and sizes >= 1"));
+  EXPECT_TRUE(Rejected(with_box(BufferKind::WEIGHT, "model.w", {0, 3}, {4, 0, 8, 3}),
+                       "offsets must be >= 0 and sizes >= 1"));
+  EXPECT_TRUE(Rejected(
+      with_box(BufferKind::WEIGHT, "model.w", {2, 3}, {INT64_MAX, 2, 8, 3}),
+      "offsets must be >= 0 and sizes >= 1"));
+  EXPECT_TRUE(Rejected(with_box(BufferKind::WEIGHT, "model.w", {3, 2}, {4, 2, 8, 3}),
+                       "but its shape is not [2, 3]"));
+}
+
+// Ranged shard sums (IR 0.12.0) under one counter fill disjoint slices of one vector as GEMV
+// tiles fill columns: disjoint ranges that cover it are valid, overlapping ones race, and a
+// range must lie in the shards and come with both params.
+TEST(ValidateParams, RangedShardSumsAreTilesOfTheirOutput) {
+  const auto program = [](std::vector<std::pair<int64_t, int64_t>> ranges) {
+    Program p;
+    const int64_t a = p.new_buffer("a", BufferKind::IO_INPUT, DType::F32, {1, 8});
+    const int64_t b = p.new_buffer("b", BufferKind::IO_INPUT, DType::F32, {1, 8});
+    const int64_t h = p.new_buffer("h", BufferKind::ACTIVATION, DType::F32, {1, 8},
+                                   MemSpace::GLOBAL_SCRATCH);
+    const int64_t y = p.new_buffer("y", BufferKind::IO_OUTPUT, DType::F32, {1, 8});
+    const int64_t sums = p.new_counter("sums");
+    for (const auto& [off, len] : ranges) {
+      Params prm;
+      if (off >= 0) prm.set_int("n_off", off);
+      if (len >= 0) prm.set_int("N_tile", len);
+      p.add_task(Op::ALLREDUCE_SHARD, {a, b}, {h}, sums, {}, prm, "slice");
+    }
+    p.add_task(Op::COPY, {h}, {y}, p.new_counter("copy"), {{sums, int64_t(ranges.size())}}, {},
+               "copy");
+    return validate(p);
+  };
+  EXPECT_TRUE(Accepted(program({{0, 5}, {5, 3}})));
+  EXPECT_TRUE(Rejected(program({{0, 5}, {4, 4}}), "share a counter but their tiles OVERLAP"));
+  EXPECT_TRUE(Rejected(program({{0, 4}}),  // elements [4, 8) are read, never written
+                       "reads buffer #2 ('h') but its writers write only part of it"));
+  EXPECT_TRUE(Rejected(program({{0, 4}, {4, 5}}),
+                       "range n_off 4, N_tile 5 must lie in the 8 elements of input 0"));
+  EXPECT_TRUE(Rejected(program({{0, -1}, {4, 4}}), "a ranged shard sum takes both n_off and N_tile"));
+}
+
 // ---- thresholds and the all-join rule
 // ------------------------------------------------------------
 TEST(ValidateThresholds, ZeroAndNegativeAreRejected) {

@@ -29,6 +29,15 @@ class DecodeError : public std::runtime_error {
 // cannot compute or a size that does not match. Every decoder binds CONST buffers with it.
 Tensor computed_const_value(const Buffer& buffer, const ModelConfig& config);
 
+// The checkpoint tensor a WEIGHT buffer binds to: `source` with the buffer's shape, or, for a
+// buffer that holds a box of it (`source_box`), a rank-2 tensor the box lies inside. Throws
+// CheckpointError for a missing or misshapen tensor, DecodeError for a box outside the tensor
+// or a buffer without a source. `amk compile` checks a program's weights with it.
+const TensorView& weight_tensor(const Buffer& buffer, const Checkpoint& checkpoint);
+// The buffer's value in its own dtype and shape: the tensor, or its box. Every decoder binds
+// WEIGHT buffers with it.
+Tensor weight_value(const Buffer& buffer, const Checkpoint& checkpoint);
+
 // A decode state at `position` without decoding to it: every KV_CACHE buffer of `program` with
 // rows [0, position) set to values in [-1, 1) drawn from `seed` (a pure function of the seed,
 // the cache's name and the element, so every backend and every lowering of one model gets the

@@ -18,7 +18,7 @@
 
 namespace amk {
 
-inline constexpr std::string_view kIrVersion = "0.11.0";
+inline constexpr std::string_view kIrVersion = "0.12.0";
 inline constexpr std::string_view kAbiVersion = "0.12";
 
 inline constexpr int kMaxInputs = 8;
@@ -156,6 +156,15 @@ class Params {
 };
 
 // ---- records ----------------------------------------------------------------------------------
+// A WEIGHT buffer that holds a box of its source tensor (IR 0.12.0): rows [row0, row0 + rows)
+// and columns [col0, col0 + cols) of a rank-2 tensor, as a [rows, cols] buffer. A tensor-parallel
+// step gives a cluster the rows (or columns) of its heads or features this way, and the decoders
+// bind the box as a tensor of its own (amk/decoder.h weight_value).
+struct SourceBox {
+  int64_t row0 = 0, rows = 0, col0 = 0, cols = 0;
+  bool operator==(const SourceBox&) const = default;
+};
+
 struct Buffer {
   int64_t id = 0;
   std::string name;
@@ -164,6 +173,7 @@ struct Buffer {
   std::vector<int64_t> shape;
   MemSpace space = MemSpace::HBM;
   std::optional<std::string> source;  // state-dict key for WEIGHT/CONST
+  std::optional<SourceBox> source_box;  // WEIGHT only: the box of `source` it holds
 
   // Saturate at INT64_MAX on overflow (a malformed file must not wrap around).
   int64_t numel() const;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "amk/decoder.h"
 #include "amk/json.h"
 #include "amk/lowering.h"
 #include "cli/commands.h"
@@ -57,9 +58,8 @@ int run_compile(const CompileOptions& opt) {
   // tensor must be there with the buffer's shape, or nothing is written.
   try {
     for (const Buffer& b : p.buffers)
-      if (b.kind == BufferKind::WEIGHT && b.source)
-        (void)in->checkpoint.tensor(*b.source, b.shape);
-  } catch (const std::exception& e) {  // CheckpointError: missing or misshapen tensor
+      if (b.kind == BufferKind::WEIGHT && b.source) (void)weight_tensor(b, in->checkpoint);
+  } catch (const std::exception& e) {  // CheckpointError, DecodeError: missing, misshapen, a box outside
     std::cerr << "amk: cannot compile '" << opt.model_dir << "': " << e.what() << "\n";
     return kExitBadInput;
   }

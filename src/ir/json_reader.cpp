@@ -571,6 +571,13 @@ Buffer decode_buffer(const Value& v, const Path& path, Warnings& warnings) {
       fail(path.child("source"), "expected a string or null, got " + describe(*s));
     b.source = s->s;
   }
+  if (const Value* s = f.opt("source_box"); s && s->type != Value::Type::Null) {
+    const std::vector<int64_t> box = get_int_list(*s, path.child("source_box"));
+    if (box.size() != 4)
+      fail(path.child("source_box"),
+           "expected [row0, rows, col0, cols], got " + std::to_string(box.size()) + " numbers");
+    b.source_box = SourceBox{box[0], box[1], box[2], box[3]};
+  }
   f.finish();
   return b;
 }

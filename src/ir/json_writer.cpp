@@ -424,6 +424,10 @@ std::string program_to_json(const Program& p) {
     w.key("source");
     if (b.source) w.str(*b.source);
     else w.null();
+    if (b.source_box) {  // written only when present: older files stay byte-identical
+      const SourceBox& x = *b.source_box;
+      w.key("source_box"), write_int_list(w, {x.row0, x.rows, x.col0, x.cols});
+    }
     w.end('}');
   }
   w.end(']');

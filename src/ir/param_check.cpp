@@ -433,6 +433,22 @@ void check_combine(const TaskParams& c) {
             ") must lie in the " + num(out->numel()) + " elements of output 0 " + c.ref(*out));
 }
 
+// A ranged shard sum (IR 0.12.0): n_off and N_tile both or neither, the range inside the
+// shards' elements (the reference's op_allreduce_shard).
+void check_shard_range(const TaskParams& c) {
+  const Task& t = c.task();
+  const auto off = int_param(t, "n_off"), tile = int_param(t, "N_tile");
+  if (!off && !tile) return;
+  const Buffer* in = c.in(0);
+  if (!off || !tile) {
+    c.error("a ranged shard sum takes both n_off and N_tile");
+    return;
+  }
+  if (in && (*off < 0 || *tile < 1 || *off > in->numel() - *tile))
+    c.error("range n_off " + num(*off) + ", N_tile " + num(*tile) + " must lie in the " +
+            num(in->numel()) + " elements of input 0 " + c.ref(*in));
+}
+
 void check_attention(const TaskParams& c, size_t k_at) {
   const auto kv_start = int_param(c.task(), "kv_start"), kv_len = int_param(c.task(), "kv_len"),
              head_dim = int_param(c.task(), "head_dim"), n_kv = int_param(c.task(), "n_kv_heads");
@@ -515,6 +531,9 @@ void check_task_params(const Program& p, Diagnostics& d) {
         break;
       case Op::ATTENTION_COMBINE:
         check_combine(c);
+        break;
+      case Op::ALLREDUCE_SHARD:
+        check_shard_range(c);
         break;
       default:
         break;

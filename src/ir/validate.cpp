@@ -68,6 +68,24 @@ bool check_dense_ids(const std::vector<T>& items, std::string_view what, Diagnos
   return dense;
 }
 
+// A box is rows and columns of a rank-2 WEIGHT tensor, the buffer's whole shape. Whether the
+// tensor is large enough only the checkpoint says (amk/decoder.h weight_tensor).
+void check_source_box(const Buffer& b, const std::string& ref, Diagnostics& d) {
+  const SourceBox& x = *b.source_box;
+  const std::string box = "source_box [" + std::to_string(x.row0) + ", " + std::to_string(x.rows) +
+                          ", " + std::to_string(x.col0) + ", " + std::to_string(x.cols) + "]";
+  int64_t end = 0;
+  if (b.kind != BufferKind::WEIGHT || !b.source)
+    d.error(ref + " has a " + box + " but is not a WEIGHT with a source");
+  else if (x.row0 < 0 || x.col0 < 0 || x.rows < 1 || x.cols < 1 ||
+           __builtin_add_overflow(x.row0, x.rows, &end) ||
+           __builtin_add_overflow(x.col0, x.cols, &end))
+    d.error(ref + " has " + box + ": offsets must be >= 0 and sizes >= 1");
+  else if (b.shape != std::vector<int64_t>{x.rows, x.cols})
+    d.error(ref + " has " + box + " but its shape is not [" + std::to_string(x.rows) + ", " +
+            std::to_string(x.cols) + "]");
+}
+
 void check_buffers(const Program& p, Diagnostics& d) {
   for (size_t i = 0; i < p.buffers.size(); ++i) {
     const Buffer& b = p.buffers[i];
@@ -87,6 +105,7 @@ void check_buffers(const Program& p, Diagnostics& d) {
         d.error(ref + " has negative dimension " + std::to_string(dim));
         break;
       }
+    if (b.source_box) check_source_box(b, ref, d);
   }
 }
 

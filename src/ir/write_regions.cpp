@@ -221,6 +221,16 @@ WriteRegion write_region(const Program& program, const Task& task, int64_t buffe
     r.row_runs = runs;
     return r;
   }
+  // A ranged shard sum writes its elements [n_off, n_off + N_tile) (IR 0.12.0).
+  if (task.op == Op::ALLREDUCE_SHARD) {
+    if (!task.params.find("n_off") && !task.params.find("N_tile")) return r;
+    const auto n_off = offset_param(task.params, "n_off");
+    const auto n_tile = extent_param(task.params, "N_tile");
+    if (!n_off || !n_tile || buffer < 0 || buffer >= static_cast<int64_t>(program.buffers.size()))
+      return r;
+    return element_range(program.buffers[static_cast<size_t>(buffer)], *n_off,
+                         end_of(*n_off, *n_tile));
+  }
   // An accumulating MLP tile adds into all of its output (the validator's accumulation rule).
   if (is_glu_down(task.op)) return r;
   if (!is_gemv_family(task.op) && task.op != Op::GEMM_TILE) return r;

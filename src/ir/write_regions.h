@@ -16,6 +16,7 @@
 // tile whose params are absent or malformed, writes the whole buffer and overlaps everything.
 // A KV cache's regions are in its logical [position][KV head x head_dim] view, whatever its
 // storage order ([n_kv_heads, max_seq, head_dim]): disjointness is the same in either.
+// A ranged ALLREDUCE_SHARD (n_off, N_tile) its elements [n_off, n_off + N_tile).
 // RMSNORM_GEMV_GLU_DOWN_TILE adds into all of its output (an accumulator): whole, and the race
 // check leaves such adds to the accumulation rule (validate_context.h check_accumulations).
 #pragma once

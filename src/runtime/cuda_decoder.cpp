@@ -65,11 +65,7 @@ CudaDecoder::CudaDecoder(const Checkpoint& checkpoint, Program program,
       vm_->set_buffer(b.id, computed_const_value(b, checkpoint.config()));
       continue;
     }
-    if (b.kind != BufferKind::WEIGHT) continue;
-    if (!b.source) throw DecodeError(fmt::format("WEIGHT buffer '{}' has no source", b.name));
-    const TensorView& t = checkpoint.tensor(*b.source, b.shape);
-    const std::vector<float> values = t.to_floats();
-    vm_->set_buffer(b.id, Tensor::from_floats(b.dtype, b.shape, values));
+    if (b.kind == BufferKind::WEIGHT) vm_->set_buffer(b.id, weight_value(b, checkpoint));
   }
   reset();
   // Greedy until set_sampling(): written once here, so the device never holds unset settings.

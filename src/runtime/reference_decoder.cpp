@@ -56,11 +56,7 @@ ReferenceDecoder::ReferenceDecoder(const Checkpoint& checkpoint, Program program
       bind_computed_const(b, checkpoint.config());
       continue;
     }
-    if (b.kind != BufferKind::WEIGHT) continue;
-    if (!b.source) throw DecodeError(fmt::format("WEIGHT buffer '{}' has no source", b.name));
-    const TensorView& t = checkpoint.tensor(*b.source, b.shape);
-    const std::vector<float> values = t.to_floats();
-    vm_.set_buffer(b.id, Tensor::from_floats(b.dtype, b.shape, values));
+    if (b.kind == BufferKind::WEIGHT) vm_.set_buffer(b.id, weight_value(b, checkpoint));
   }
   reset();
   set_sampling(SamplingParams{}, 0);

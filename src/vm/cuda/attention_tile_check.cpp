@@ -5,17 +5,12 @@
 #include <cstdint>
 
 #include "amk/op_traits.h"
+#include "vm/cuda/buffer_text.h"
 #include "vm/cuda/ops/scratch.h"
 
 namespace amk::cuda {
 
 namespace {
-
-std::string shape_of(const amk_buffer_t& b) {
-  std::string s = "[";
-  for (int i = 0; i < b.rank && i < AMK_MAX_RANK; ++i) s += (i ? ", " : "") + std::to_string(b.shape[i]);
-  return s + "]";
-}
 
 bool f32_or_bf16(int32_t dtype) { return dtype == AMK_DTYPE_F32 || dtype == AMK_DTYPE_BF16; }
 
@@ -64,7 +59,7 @@ std::string shared_error(const amk_instruction_t& inst, const amk_buffer_t& q,
   if (k.rank != 3 || k.shape[0] != p.n_kv_heads || k.shape[2] != p.head_dim || v.rank != 3 ||
       v.shape[0] != k.shape[0] || v.shape[1] != k.shape[1] || v.shape[2] != k.shape[2])
     return fmt::format("the caches {} and {} are not [n_kv_heads {}, max_seq, head_dim {}] alike",
-                       shape_of(k), shape_of(v), p.n_kv_heads, p.head_dim);
+                       shape_text(k), shape_text(v), p.n_kv_heads, p.head_dim);
   if (int64_t(p.kv_start) + p.kv_len > max_seq)
     return fmt::format("the window [{}, {}) passes the cache's {} positions", p.kv_start,
                        int64_t(p.kv_start) + p.kv_len, max_seq);

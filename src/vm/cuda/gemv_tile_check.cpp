@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "amk/op_traits.h"
+#include "vm/cuda/buffer_text.h"
 #include "vm/cuda/ops/buffer_dims.h"
 #include "vm/cuda/ops/gemv_strips.h"
 #include "vm/cuda/ops/scratch.h"
@@ -12,12 +13,6 @@
 namespace amk::cuda {
 
 namespace {
-
-std::string shape_of(const amk_buffer_t& b) {
-  std::string s = "[";
-  for (int i = 0; i < b.rank && i < AMK_MAX_RANK; ++i) s += (i ? ", " : "") + std::to_string(b.shape[i]);
-  return s + "]";
-}
 
 bool aligned(const void* p, uintptr_t to) { return reinterpret_cast<uintptr_t>(p) % to == 0; }
 
@@ -57,14 +52,14 @@ std::string operand_error(const amk_task_record_t& r, const MegakernelLayout& la
                          p.head_dim, p.K);
     if (x.dtype != AMK_DTYPE_F32 || x.numel < slab || x.numel % slab != 0 || !aligned(x.ptr, 8))
       return fmt::format("the partials {} must be an 8-byte aligned F32 stack of [{}, {}] slabs",
-                         shape_of(x), p.n_heads, p.head_dim + 2);
+                         shape_text(x), p.n_heads, p.head_dim + 2);
   } else {
     if (last_dim(x) != p.K)
-      return fmt::format("x {} does not end in K {}", shape_of(x), p.K);
+      return fmt::format("x {} does not end in K {}", shape_text(x), p.K);
     rows = x.numel / p.K;
   }
   if (W.rank != 2 || W.shape[1] != p.K || int64_t(p.n_off) + p.N_tile > W.shape[0])
-    return fmt::format("the weight {} is not [N, {}] with rows [{}, {}) in it", shape_of(W), p.K,
+    return fmt::format("the weight {} is not [N, {}] with rows [{}, {}) in it", shape_text(W), p.K,
                        p.n_off, int64_t(p.n_off) + p.N_tile);
   if (W.dtype != AMK_DTYPE_BF16 && W.dtype != AMK_DTYPE_F32)
     return fmt::format("the weight's dtype {} has no device code (F32, BF16)", W.dtype);
@@ -73,15 +68,15 @@ std::string operand_error(const amk_task_record_t& r, const MegakernelLayout& la
   if (glu) {
     const amk_buffer_t& U = r.desc[wi + 1];
     if (U.rank != 2 || U.shape[0] != W.shape[0] || U.shape[1] != W.shape[1] || U.dtype != W.dtype)
-      return fmt::format("the up weight {} differs from the gate weight {}", shape_of(U),
-                         shape_of(W));
+      return fmt::format("the up weight {} differs from the gate weight {}", shape_text(U),
+                         shape_text(W));
     if (bias && r.desc[wi + 3].numel != W.shape[0])
       return fmt::format("the up bias has {} elements, not N {}", r.desc[wi + 3].numel,
                          W.shape[0]);
   }
   const int64_t out_cols = last_dim(out);
   if (out_cols < int64_t(p.n_off) + p.N_tile || out.numel != rows * out_cols)
-    return fmt::format("the output {} does not hold {} row(s) of columns [{}, {})", shape_of(out),
+    return fmt::format("the output {} does not hold {} row(s) of columns [{}, {})", shape_text(out),
                        rows, p.n_off, int64_t(p.n_off) + p.N_tile);
   if (norm && (p.hidden != p.K || r.desc[1].numel != p.K || !(p.eps >= 0.0f)))
     return fmt::format("the norm's hidden {}, weight of {} elements and eps {} do not fit K {}",

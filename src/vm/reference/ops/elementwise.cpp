@@ -80,15 +80,31 @@ void op_gelu(const OpContext& c) {
   store_all(c.output(0), v);
 }
 
+// With a range (n_off, N_tile; IR 0.12.0) only elements [n_off, n_off + N_tile) are summed and
+// written, the rest of the output untouched: several tasks then reduce disjoint slices of one
+// vector, as GEMV tiles fill disjoint columns (a tensor-parallel step's partial sums).
 void op_allreduce_shard(const OpContext& c) {
   c.check_registry();
   require_same_numel(c);
-  std::vector<double> acc = load_all(c.input(0));
-  for (size_t i = 1; i < c.num_inputs(); ++i) {
-    const std::vector<double> s = load_all(c.input(i));
-    for (size_t j = 0; j < acc.size(); ++j) acc[j] += s[j];
+  const int64_t n = c.input(0).numel();
+  if (!c.has_param("n_off") && !c.has_param("N_tile")) {
+    std::vector<double> acc = load_all(c.input(0));
+    for (size_t i = 1; i < c.num_inputs(); ++i) {
+      const std::vector<double> s = load_all(c.input(i));
+      for (size_t j = 0; j < acc.size(); ++j) acc[j] += s[j];
+    }
+    store_all(c.output(0), acc);
+    return;
   }
-  store_all(c.output(0), acc);
+  const int64_t off = c.int_param("n_off"), len = c.int_param("N_tile");
+  if (off < 0 || len < 1 || off > n - len)
+    c.fail("range n_off " + std::to_string(off) + ", N_tile " + std::to_string(len) +
+           " must lie in the shards' " + std::to_string(n) + " elements");
+  for (int64_t j = off; j < off + len; ++j) {
+    double acc = load(c.input(0), j);
+    for (size_t i = 1; i < c.num_inputs(); ++i) acc += load(c.input(i), j);
+    store(c.output(0), j, acc);
+  }
 }
 
 }  // namespace amk::ref
