@@ -1,6 +1,7 @@
 // WEIGHT buffers bound to checkpoint tensors (amk/decoder.h weight_tensor, weight_value): the
 // tensor itself, or the box of it a buffer holds (IR 0.12.0), against a naive slice of the
 // fixture's tensor; a box outside its tensor, or of the wrong shape, is refused naming both.
+// And the CONST values the decoders compute (computed_const_value).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "amk/decoder.h"
+#include "amk/lowering.h"
 
 namespace amk {
 namespace {
@@ -72,6 +74,32 @@ TEST(WeightValue, ABoxOutsideItsTensorIsRefusedNamingBoth) {
   Buffer no_source = weight({rows, cols});
   no_source.source.reset();
   EXPECT_NE(decode_error(no_source, ck).find("has no source"), std::string::npos);
+}
+
+// CONST buffers no checkpoint holds: zeros of any shape and dtype (a tensor-parallel step's
+// residual-free partials add them); an unknown source is refused naming the known ones.
+TEST(ConstValue, ZerosAreZerosOfTheBuffersShape) {
+  const ModelConfig config = Checkpoint::open(kFixtures / "tiny-llama").config();
+  Buffer z;
+  z.name = "zeros";
+  z.kind = BufferKind::CONST;
+  z.dtype = DType::BF16;
+  z.shape = {1, 5};
+  z.source = std::string(kZerosSource);
+  const Tensor t = computed_const_value(z, config);
+  EXPECT_EQ(t.dtype, DType::BF16);
+  EXPECT_EQ(t.shape, (std::vector<int64_t>{1, 5}));
+  EXPECT_EQ(t.to_floats(), std::vector<float>(5, 0.0f));
+  z.source = "amk.ones";
+  try {
+    (void)computed_const_value(z, config);
+    ADD_FAILURE() << "an unknown CONST source was bound";
+  } catch (const DecodeError& e) {
+    EXPECT_NE(std::string(e.what()).find("'amk.ones', which the decoder cannot compute (known: "
+                                         "'amk.rope.inv_freq', 'amk.zeros')"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -24,8 +24,8 @@ class DecodeError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The value of a CONST buffer no checkpoint holds, computed from the model's config (today the
-// RoPE table named by kRopeInvFreqSource, amk/lowering.h). Throws DecodeError for a source it
+// The value of a CONST buffer no checkpoint holds, computed from the model's config: the RoPE
+// table named by kRopeInvFreqSource, or zeros (kZerosSource; amk/lowering.h). Throws DecodeError for a source it
 // cannot compute or a size that does not match. Every decoder binds CONST buffers with it.
 Tensor computed_const_value(const Buffer& buffer, const ModelConfig& config);
 

@@ -37,6 +37,9 @@ inline constexpr std::string_view kSamplingInts = "sampling_ints";
 // model's config. "amk.rope.inv_freq": F32 [head_dim / 2], rope_inv_freq_f32(config) (amk/rope.h),
 // ROPE_FREQ's table for scaled rope types. The "amk." prefix cannot collide with a state-dict key.
 inline constexpr std::string_view kRopeInvFreqSource = "amk.rope.inv_freq";
+// The source of a CONST buffer of zeros (any shape): the residual of a tensor-parallel step's
+// partial sums that must not add one (docs/CLUSTER_TP.md), so they stay GEMV_ADD tiles.
+inline constexpr std::string_view kZerosSource = "amk.zeros";
 // "layers.{i}.k_cache" / "layers.{i}.v_cache": KV_CACHE [n_kv_heads, max_context, head_dim]
 // (amk/ir.h kv_cache_offset).
 std::string kv_cache_name(int64_t layer, char k_or_v);

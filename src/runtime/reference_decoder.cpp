@@ -21,10 +21,12 @@ int64_t require_buffer(const ReferenceVM& vm, std::string_view name) {
 }  // namespace
 
 Tensor computed_const_value(const Buffer& b, const ModelConfig& config) {
+  if (b.source == kZerosSource) return Tensor::zeros(b.dtype, b.shape);
   if (b.source != kRopeInvFreqSource)
     throw DecodeError(fmt::format("CONST buffer '{}' has source '{}', which the decoder cannot "
-                                  "compute (known: '{}')",
-                                  b.name, b.source.value_or(""), kRopeInvFreqSource));
+                                  "compute (known: '{}', '{}')",
+                                  b.name, b.source.value_or(""), kRopeInvFreqSource,
+                                  kZerosSource));
   const std::vector<float> table = rope_inv_freq_f32(config);
   if (b.numel() != static_cast<int64_t>(table.size()))
     throw DecodeError(fmt::format("CONST buffer '{}' holds {} elements; the config's RoPE table "
