@@ -903,6 +903,17 @@ TEST(JsonVersions, OlderKvCachesAreReadInTheHeadMajorLayout) {
                                "n_kv_heads, head_dim]; read as [n_kv_heads, max_seq, head_dim]"))
       << join(old.warnings);
   EXPECT_EQ(old.warnings.size(), 1u) << join(old.warnings);
+  // Upgraded, the program is this build's: written and read again it keeps the new layout (a
+  // file that kept "0.7.0" would be swapped back on every load; fuzz_json found it).
+  EXPECT_EQ(old.program->ir_version, kIrVersion);
+  const std::string written = program_to_json(*old.program);
+  const LoadResult again = program_from_json(written);
+  ASSERT_TRUE(again) << again.error;
+  EXPECT_EQ(*again.program, *old.program);
+  EXPECT_TRUE(again.warnings.empty()) << join(again.warnings);
+  EXPECT_EQ(program_to_json(*again.program), written);
+  // An older file without caches keeps its version (nothing in it was read differently).
+  EXPECT_EQ(load_ok(R"({"ir_version": "0.7.0"})").ir_version, "0.7.0");
   const LoadResult now = program_from_json(file("0.8.0"));
   ASSERT_TRUE(now) << now.error;
   EXPECT_EQ(now.program->buffers[0].shape, (std::vector<int64_t>{64, 2, 16}));

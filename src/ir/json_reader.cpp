@@ -852,13 +852,16 @@ class RecordDecoder : public RecordSink {
 // Before IR 0.8.0 a KV cache was [max_seq, n_kv_heads, head_dim]; since, each KV head's history
 // is contiguous, [n_kv_heads, max_seq, head_dim] (amk/ir.h kv_cache_offset). A cache holds
 // state, never file data, so an older file's caches are read in the new layout by swapping
-// their first two dimensions: the program computes what it computed before.
+// their first two dimensions: the program computes what it computed before. A program so
+// upgraded carries this build's version: written out and read again it must not be swapped
+// back (found by fuzz_json, a 0.05.0 file).
 void upgrade_kv_cache_layout(Program& prog, const Path& root, Warnings& warnings) {
   // Another major version was refused already; an unreadable minor loads as this build's.
   if (version_major(prog.ir_version) != "0") return;
   const std::optional<long> minor = parse_component(version_minor(prog.ir_version));
   if (!minor || *minor >= 8) return;
   const Path buffers = root.child("buffers");
+  bool upgraded = false;
   for (size_t i = 0; i < prog.buffers.size(); ++i) {
     Buffer& b = prog.buffers[i];
     if (b.kind != BufferKind::KV_CACHE || b.shape.size() != 3) continue;
@@ -867,7 +870,9 @@ void upgrade_kv_cache_layout(Program& prog, const Path& root, Warnings& warnings
                  "IR " + printable(prog.ir_version.substr(0, kShortText)) +
                      " KV caches are [max_seq, n_kv_heads, head_dim]; read as [n_kv_heads, "
                      "max_seq, head_dim] (IR 0.8.0)");
+    upgraded = true;
   }
+  if (upgraded) prog.ir_version = std::string(kIrVersion);
 }
 
 void decode_program(const Value& root_value, Program& prog, const RecordDecoder& records,
