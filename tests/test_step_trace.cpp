@@ -57,6 +57,19 @@ const json* find_event(const json& events, const std::string& label) {
   return nullptr;
 }
 
+// The one rule for a body (the trace's pre / body / epi and the simulator fit's body): both
+// stamps set, inside the op, in order.
+TEST(StepTrace, ATaskMarksABodyOnlyInsideItsOp) {
+  const TaskStamps ok{1, 10, 50, 20, 40};
+  EXPECT_TRUE(ok.marks_body());
+  EXPECT_TRUE((TaskStamps{1, 10, 50, 10, 50}).marks_body());  // the whole op
+  EXPECT_FALSE((TaskStamps{1, 10, 50, 0, 0}).marks_body());   // none marked
+  EXPECT_FALSE((TaskStamps{1, 10, 50, 20, 0}).marks_body());
+  EXPECT_FALSE((TaskStamps{1, 10, 50, 5, 40}).marks_body());  // begins before the op
+  EXPECT_FALSE((TaskStamps{1, 10, 50, 20, 60}).marks_body()); // ends after it
+  EXPECT_FALSE((TaskStamps{1, 10, 50, 40, 20}).marks_body()); // backwards
+}
+
 TEST(StepTrace, ParsesLayerAndStageFromLabels) {
   EXPECT_EQ(eval::parse_label("L8.q_proj[t3]").layer, 8);
   EXPECT_EQ(eval::parse_label("L8.q_proj[t3]").stage, "q_proj");

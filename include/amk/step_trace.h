@@ -23,6 +23,12 @@ namespace amk::eval {
 struct TaskStamps {
   uint64_t wait_begin = 0, op_begin = 0, op_end = 0;
   uint64_t body_begin = 0, body_end = 0;
+  // The op marked a body, inside the op: op_begin <= body_begin <= body_end <= op_end. The one
+  // rule for every per-body figure (the trace's pre / body / epi, the simulator fit's body).
+  bool marks_body() const {
+    return body_begin != 0 && body_end != 0 && op_begin <= body_begin &&
+           body_begin <= body_end && body_end <= op_end;
+  }
 };
 
 // A task label split into its layer and stage: "L8.q_proj[t3]" -> {8, "q_proj"},

@@ -226,9 +226,7 @@ struct LevelSamples {
       lates.push_back(us_since(s.op_begin, s.wait_begin));
   }
   void add_body(const TaskStamps& s) {
-    if (s.body_begin == 0 || s.body_end == 0 || s.body_begin < s.op_begin ||
-        s.body_end < s.body_begin || s.op_end < s.body_end)
-      return;
+    if (!s.marks_body()) return;
     pre.push_back(us_since(s.body_begin, s.op_begin));
     body.push_back(us_since(s.body_end, s.body_begin));
     epi.push_back(us_since(s.op_end, s.body_end));

@@ -304,8 +304,7 @@ StepSummary summarize_step(const Program& program, const std::vector<eval::TaskS
     auto [it, fresh] = by_stage.try_emplace(stage);
     if (fresh) it->second.order = i;
     it->second.op.push_back(double(s.op_end - std::min(s.op_begin, s.op_end)) / 1e3);
-    if (s.body_begin > 0 && s.body_end >= s.body_begin)
-      it->second.body.push_back(double(s.body_end - s.body_begin) / 1e3);
+    if (s.marks_body()) it->second.body.push_back(double(s.body_end - s.body_begin) / 1e3);
     first = std::min(first, s.wait_begin);
     last = std::max(last, s.op_end);
   }
