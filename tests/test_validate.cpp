@@ -395,6 +395,59 @@ TEST(ValidateParams, RangedShardSumsAreTilesOfTheirOutput) {
   EXPECT_TRUE(Rejected(program({{0, -1}, {4, 4}}), "a ranged shard sum takes both n_off and N_tile"));
 }
 
+// An attention task with a head range reads only its heads' columns of q (read_region): it
+// must be ordered after the q tiles that write them, and need not be ordered against the others
+// (issue 9's "attention waits only for its own heads' q"). Writers of its columns that it is
+// not ordered against still race; tiles that leave its columns unwritten are still an
+// uninitialized read; a task without a head range still reads all of q.
+TEST(ValidateRaces, AHeadRangedAttentionWaitsOnlyForItsHeadsTiles) {
+  struct Tile {
+    int64_t n_off, n_tile, counter;  // counter 0 or 1
+  };
+  const auto program = [](std::vector<Tile> tiles, int64_t waits_on, bool ranged) {
+    Program p;
+    const int64_t x = p.new_buffer("x", BufferKind::IO_INPUT, DType::F32, {1, 16});
+    const int64_t w = p.new_buffer("w", BufferKind::WEIGHT, DType::F32, {8, 16}, MemSpace::HBM,
+                                   "w");
+    const int64_t q = p.new_buffer("q", BufferKind::ACTIVATION, DType::F32, {1, 8},
+                                   MemSpace::GLOBAL_SCRATCH);
+    const int64_t kc = p.new_buffer("k_cache", BufferKind::KV_CACHE, DType::F32, {2, 4, 2});
+    const int64_t vc = p.new_buffer("v_cache", BufferKind::KV_CACHE, DType::F32, {2, 4, 2});
+    const int64_t out = p.new_buffer("attn", BufferKind::IO_OUTPUT, DType::F32,
+                                     {1, ranged ? 4 : 8});
+    const int64_t c[2] = {p.new_counter("heads 0-1"), p.new_counter("heads 2-3")};
+    for (const Tile& t : tiles)
+      p.add_task(Op::GEMV_TILE, {x, w}, {q}, c[t.counter], {}, gemv_params(16, t.n_tile, t.n_off),
+                 "q_proj");
+    Params a;
+    a.set_int("head_dim", 2);
+    a.set_int("n_heads", 4);
+    a.set_int("n_kv_heads", 2);
+    a.set_int("kv_start", 0);
+    a.set_int("kv_len", 4);
+    a.set_real("scale", 0.5);
+    if (ranged) {
+      a.set_int("n_off", 0);
+      a.set_int("N_tile", 2);
+    }
+    int64_t producers = 0;
+    for (const Tile& t : tiles) producers += t.counter == waits_on;
+    p.add_task(Op::ATTENTION_TILE, {q, kc, vc}, {out}, p.new_counter("attention"),
+               {{c[waits_on], producers}}, a, "attention");
+    return validate(p);
+  };
+  const std::vector<Tile> two = {{0, 4, 0}, {4, 4, 1}};
+  EXPECT_TRUE(Accepted(program(two, 0, true)));
+  EXPECT_TRUE(Rejected(program(two, 1, true),
+                       "reads buffer #2 ('q') but writer task(s) [0] are NOT ordered"));
+  EXPECT_TRUE(Rejected(program({{0, 2, 0}, {2, 6, 1}}, 0, true),
+                       "reads buffer #2 ('q') but writer task(s) [1] are NOT ordered"));
+  EXPECT_TRUE(Rejected(program({{0, 2, 0}, {4, 4, 1}}, 0, true),
+                       "reads buffer #2 ('q') but its writers write only part of it"));
+  EXPECT_TRUE(Rejected(program(two, 0, false),
+                       "reads buffer #2 ('q') but writer task(s) [1] are NOT ordered"));
+}
+
 // ---- thresholds and the all-join rule
 // ------------------------------------------------------------
 TEST(ValidateThresholds, ZeroAndNegativeAreRejected) {

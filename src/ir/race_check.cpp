@@ -78,6 +78,7 @@ struct ReadCheck {
   bool kv;
   size_t req_begin, req_end;  // into the requirement list
   bool unchecked = false;     // too many after-checks: reported as skipped
+  WriteRegion want;           // the part read (whole unless read_region says less)
 };
 
 struct WawCheck {
@@ -103,35 +104,52 @@ constexpr int64_t kUnorderedRunBudget = int64_t{1} << 22;
 // are Unknown: where some writers follow the read the caller then requires every writer to
 // precede it; where all precede it, only a proven gap (NotCovered) is an error.
 enum class Coverage { Covered, NotCovered, Unknown };
-Coverage covers(std::vector<WriteRegion>& regions, int64_t rows, int64_t cols) {
+// `want`: the part read (read_region), its rows and columns clamped to the buffer's; whole: all.
+Coverage covers(std::vector<WriteRegion>& regions, int64_t rows, int64_t cols,
+                const WriteRegion& want) {
   for (const WriteRegion& r : regions)
     if (r.whole) return Coverage::Covered;
+  const int64_t row0 = want.whole ? 0 : std::max<int64_t>(want.row_lo, 0);
+  const int64_t row1 = want.whole ? rows : std::min(want.row_hi, rows);
+  const int64_t col0 = want.whole ? 0 : std::max<int64_t>(want.col_lo, 0);
+  const int64_t col1 = want.whole ? cols : std::min(want.col_hi, cols);
   if (std::any_of(regions.begin(), regions.end(), [](const WriteRegion& r) { return r.row_runs > 1; })) {
     std::optional<ExpandedRegions> runs = expand_runs(regions);
     if (!runs) return Coverage::Unknown;
     regions = std::move(runs->regions);
   }
   const auto verdict = [](bool covered) { return covered ? Coverage::Covered : Coverage::NotCovered; };
-  const auto spans = [](int64_t lo, int64_t hi, int64_t n) { return lo <= 0 && hi >= n; };
-  const auto sweep = [&](auto lo_of, auto hi_of, int64_t n) {
+  const auto spans = [](int64_t lo, int64_t hi, int64_t from, int64_t to) {
+    return lo <= from && hi >= to;
+  };
+  // Do the regions' [lo, hi) ranges cover [from, to)?
+  const auto sweep = [&](auto lo_of, auto hi_of, int64_t from, int64_t to) {
     std::sort(regions.begin(), regions.end(),
               [&](const WriteRegion& a, const WriteRegion& b) { return lo_of(a) < lo_of(b); });
-    int64_t reached = 0;
+    int64_t reached = from;
     for (const WriteRegion& r : regions) {
+      if (hi_of(r) <= reached) continue;
       if (lo_of(r) > reached) return false;
-      reached = std::max(reached, hi_of(r));
+      reached = hi_of(r);
+      if (reached >= to) return true;
     }
-    return reached >= n;
+    return reached >= to;
   };
-  if (std::all_of(regions.begin(), regions.end(),
-                  [&](const WriteRegion& r) { return r.row_lo == kRegionMin && r.row_hi == kRegionMax; }))
+  if (std::all_of(regions.begin(), regions.end(), [&](const WriteRegion& r) {
+        return spans(r.row_lo, r.row_hi, row0, row1);
+      }))
     return verdict(sweep([](const WriteRegion& r) { return r.col_lo; },
-                         [](const WriteRegion& r) { return r.col_hi; }, cols));
+                         [](const WriteRegion& r) { return r.col_hi; }, col0, col1));
   if (std::all_of(regions.begin(), regions.end(),
-                  [&](const WriteRegion& r) { return spans(r.col_lo, r.col_hi, cols); }))
+                  [&](const WriteRegion& r) { return spans(r.col_lo, r.col_hi, col0, col1); }))
     return verdict(sweep([](const WriteRegion& r) { return r.row_lo; },
-                         [](const WriteRegion& r) { return r.row_hi; }, rows));
+                         [](const WriteRegion& r) { return r.row_hi; }, row0, row1));
   return Coverage::Unknown;
+}
+
+// Does `r` touch any of `want`'s rows and columns (find_overlap's sense)?
+bool touches(const WriteRegion& r, const WriteRegion& want) {
+  return want.whole || find_overlap({r, want}).has_value();
 }
 
 }  // namespace
@@ -214,6 +232,7 @@ void check_races(const CheckInputs& in) {
   std::vector<ReadCheck> reads;
   std::vector<int64_t> unchecked(nb, 0);
   int64_t run_budget = kUnorderedRunBudget;
+  int64_t region_budget = kUnorderedRunBudget;  // writer regions looked at for partial reads
   for (int32_t t = 0; t < g.num_tasks; ++t) {
     const int32_t my_counter = g.out_counter[static_cast<size_t>(t)];
     for (int32_t b : use.reads.row(static_cast<size_t>(t))) {
@@ -239,7 +258,7 @@ void check_races(const CheckInputs& in) {
         }
         run_budget -= static_cast<int64_t>(runs.size());
       }
-      ReadCheck rc{t, b, kv, reqs.size(), 0};
+      ReadCheck rc{t, b, kv, reqs.size(), 0, false, WriteRegion{}};
       if (waw && waw->chain) {
         // A chain w1 -> ... -> wk: the writers before t in topological order are all ordered
         // before t iff the last of them is; those after t are all ordered after t iff the first
@@ -262,9 +281,24 @@ void check_races(const CheckInputs& in) {
       } else {
         const auto end_of_writers =
             static_cast<int32_t>(use.writers.offsets[static_cast<size_t>(b) + 1]);
+        // A task that reads part of the buffer (read_region: an attention task's heads) need
+        // be ordered only against the runs with a writer of that part. Each writer's region
+        // costs a look; past the budget a read counts as whole (a stricter check, never a
+        // weaker one).
+        WriteRegion want = read_region(p, p.tasks[static_cast<size_t>(t)], buf.id);
+        if (!want.whole && (region_budget -= int64_t(n_writers)) < 0) want = WriteRegion{};
+        rc.want = want;
         for (size_t r = 0; r < runs.size(); ++r) {
           const int32_t lo = runs[r], hi = r + 1 < runs.size() ? runs[r + 1] : end_of_writers;
           const int32_t c = groups.counter_at(g, lo);
+          if (!want.whole) {
+            bool any = false;
+            for (int32_t k = lo; k < hi && !any; ++k)
+              any = touches(write_region(p, p.tasks[static_cast<size_t>(groups.by_counter[size_t(k)])],
+                                         buf.id),
+                            want);
+            if (!any) continue;  // this run writes none of what t reads
+          }
           if (self_writes && c == my_counter) {
             if (hi - lo == 1) continue;  // the run is t alone
             // Siblings on t's own counter: producers of one counter are never ordered.
@@ -382,7 +416,7 @@ void check_races(const CheckInputs& in) {
       const Buffer& buf = p.buffers[static_cast<size_t>(rc.buffer)];
       const int64_t cols = buf.shape.empty() ? buf.numel() : buf.shape.back();
       const int64_t rows = cols > 0 ? buf.numel() / cols : 0;
-      const Coverage coverage = covers(regions, rows, cols);
+      const Coverage coverage = covers(regions, rows, cols, rc.want);
       if (!all_before && coverage != Coverage::Covered)
         in.diag.error("task " + task_ref(p, rc.task) + " reads buffer " +
                       buffer_ref(p, rc.buffer) +

@@ -253,6 +253,44 @@ WriteRegion write_region(const Program& program, const Task& task, int64_t buffe
   return r;
 }
 
+WriteRegion read_region(const Program& program, const Task& task, int64_t buffer) {
+  WriteRegion whole;
+  const int64_t nb = static_cast<int64_t>(program.buffers.size());
+  const bool attention = task.op == Op::ATTENTION_TILE || task.op == Op::ROPE_KV_ATTENTION_TILE;
+  if (!attention || buffer < 0 || buffer >= nb) return whole;
+  // A head range of whole GQA groups (both params, validated by param_check): its query heads
+  // [first, first + count) and their KV heads [first / rep, ... + count / rep).
+  if (!task.params.find("n_off") || !task.params.find("N_tile")) return whole;
+  const auto first = offset_param(task.params, "n_off");
+  const auto count = extent_param(task.params, "N_tile");
+  const auto head_dim = extent_param(task.params, "head_dim");
+  const auto n_heads = extent_param(task.params, "n_heads");
+  const auto n_kv = extent_param(task.params, "n_kv_heads");
+  if (!first || !count || !head_dim || !n_heads || !n_kv || *n_heads % *n_kv != 0) return whole;
+  const int64_t rep = *n_heads / *n_kv;
+  const Buffer& b = program.buffers[static_cast<size_t>(buffer)];
+  std::optional<WriteRegion> region;
+  for (size_t i = 0; i < task.inputs.size(); ++i) {
+    if (task.inputs[i] != buffer) continue;
+    // q (input 0) by query heads; the fused op's new k and v rows (inputs 1, 2) by KV heads.
+    // Anything else the task reads (the caches, the norm weights, the table) it reads whole.
+    const bool q = i == 0, kv_row = task.op == Op::ROPE_KV_ATTENTION_TILE && (i == 1 || i == 2);
+    int64_t lo = 0, hi = 0;
+    const int64_t heads_lo = q ? *first : *first / rep, heads_n = q ? *count : *count / rep;
+    if ((!q && !kv_row) || __builtin_mul_overflow(heads_lo, *head_dim, &lo) ||
+        __builtin_mul_overflow(heads_lo + heads_n, *head_dim, &hi) ||
+        hi > b.numel() ||
+        b.numel() != (q ? *n_heads : *n_kv) * *head_dim)
+      return whole;
+    const WriteRegion r = element_range(b, lo, hi);
+    if (r.whole || (region && !(region->row_lo == r.row_lo && region->row_hi == r.row_hi &&
+                                region->col_lo == r.col_lo && region->col_hi == r.col_hi)))
+      return whole;
+    region = r;
+  }
+  return region.value_or(whole);
+}
+
 size_t run_count(const std::vector<WriteRegion>& regions) {
   size_t total = 0;
   for (const WriteRegion& r : regions) {

@@ -66,6 +66,12 @@ std::optional<ExpandedRegions> expand_runs(const std::vector<WriteRegion>& regio
 // window's rows of the KV caches.
 WriteRegion write_region(const Program& program, const Task& task, int64_t buffer);
 
+// The part of the buffer with id `buffer` (one of its inputs) that `task` reads: whole, but for
+// an attention task with a head range (ATTENTION_TILE, ROPE_KV_ATTENTION_TILE), which reads its
+// query heads' columns of q and (the fused op) its KV heads' of the new k and v rows. The race
+// check then orders the read against the writers of that part only (race_check.cpp).
+WriteRegion read_region(const Program& program, const Task& task, int64_t buffer);
+
 // Two regions overlap iff their row ranges AND their column ranges intersect (a strided region:
 // any of its runs). Returns the indices of one overlapping pair, or nullopt when all regions are
 // pairwise disjoint.
