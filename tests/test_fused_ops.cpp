@@ -525,6 +525,32 @@ TEST(OpCombineGemvAddTile, MergesThePartialsThenProjectsAndAdds) {
       }
 }
 
+// A merge over heads [m_off, m_off + K / head_dim) (IR 0.12.0: a tensor-parallel cluster's
+// heads) is the full merge's columns of those heads: against W's columns of head 1 it gives
+// what the full merge gives against W with head 0's columns zeroed.
+TEST(OpCombineGemvAddTile, AMergeOfSomeHeadsIsThoseHeadsColumns) {
+  using namespace combine;
+  std::mt19937 rng(29);
+  const Tensor stack = partial_stack(rng);
+  const Tensor W = rnd(DType::F32, {kN, kK}, rng), res = rnd(DType::F32, {1, kN}, rng);
+  Tensor W1 = Tensor::zeros(DType::F32, {kN, kHeadDim}), Wz = W;
+  for (int64_t j = 0; j < kN; ++j)
+    for (int64_t k = 0; k < kK; ++k) {
+      if (k >= kHeadDim) W1.set(j * kHeadDim + k - kHeadDim, float(at(W, j * kK + k)));
+      else Wz.set(j * kK + k, 0.0f);
+    }
+  Tensor part = Tensor::zeros(DType::F32, {1, kN}), full = Tensor::zeros(DType::F32, {1, kN});
+  Params one = merge_params();
+  one.set_int("m_off", 1);
+  std::vector<Tensor*> o1{&part}, o2{&full};
+  Params one_tile = tile_params(one, kN, 0);
+  one_tile.set_int("K", kHeadDim);
+  const std::vector<const Tensor*> in1{&stack, &W1, &res}, in2{&stack, &Wz, &res};
+  amk::run_reference_op(Op::COMBINE_GEMV_ADD_TILE, one_tile, in1, o1);
+  amk::run_reference_op(Op::COMBINE_GEMV_ADD_TILE, tile_params(merge_params(), kN, 0), in2, o2);
+  for (int64_t j = 0; j < kN; ++j) EXPECT_EQ(part.get(j), full.get(j)) << j;
+}
+
 TEST(OpCombineGemvAddTile, BadOperandsAreNamedErrors) {
   using namespace combine;
   std::mt19937 rng(28);
@@ -532,9 +558,11 @@ TEST(OpCombineGemvAddTile, BadOperandsAreNamedErrors) {
   const Tensor res = rnd(DType::F32, {1, kN}, rng);
   Tensor out = Tensor::zeros(DType::F32, {1, kN});
   const Params p = tile_params(merge_params(), 4, 0);
-  Params wide = p;
-  wide.set_int("n_heads", 3);
-  expect_error(Op::COMBINE_GEMV_ADD_TILE, wide, {&stack, &W, &res}, out, "must be K 16");
+  Params past = p;  // heads [1, 3) of 2
+  past.set_int("m_off", 1);
+  expect_error(Op::COMBINE_GEMV_ADD_TILE, past, {&stack, &W, &res}, out,
+               "param K 16 must be a whole number of heads of head_dim 8 from head m_off 1 "
+               "within n_heads 2");
   const Tensor ragged = rnd(DType::F32, {kSlabs * kHeads * kWidth - 2}, rng);
   expect_error(Op::COMBINE_GEMV_ADD_TILE, p, {&ragged, &W, &res}, out,
                "not a stack of partials of n_heads x (head_dim + 2) = 20");

@@ -553,6 +553,21 @@ TEST(Marshal, TaskRecordsRefuseInconsistentGemvOperands) {
   }
 }
 
+// A merge of some heads (COMBINE_GEMV_ADD_TILE's m_off, IR 0.12.0) has no device code yet: the
+// loader refuses it by name rather than merging every head.
+TEST(Marshal, AHeadRangedMergeIsRefusedUntilTheDeviceTakesIt) {
+  const ModelConfig smol =
+      parse_model_config(model_preset_config("smollm2-135m", "bfloat16"), "smollm2-135m");
+  const GpuTarget& h100 = *find_target("h100");
+  const Program p = lower(smol, default_schedule_config(smol, h100, 512), h100, 512, DType::BF16);
+  const MarshalledProgram base = cuda::marshal(p, h100_limits());
+  const size_t i = first_of(base, Op::COMBINE_GEMV_ADD_TILE);
+  expect_refusals(base,
+                  {{[&](MarshalledProgram& m, auto&) { m.instructions[i].params.m_off = 1; },
+                    "the merge of heads from m_off 1 has no device code yet"}},
+                  fmt::format("instruction {} (COMBINE_GEMV_ADD_TILE): ", i));
+}
+
 // The attention tiles' operands are the loader's to check (attention_tile_check.cpp), as the
 // GEMV tiles' are: the plain lowering's ATTENTION_TILE and the derived default's fused
 // ROPE_KV_ATTENTION_TILE (tiny-qwen3: the head norm and its weights) pass; each broken operand

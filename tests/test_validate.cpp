@@ -448,6 +448,57 @@ TEST(ValidateRaces, AHeadRangedAttentionWaitsOnlyForItsHeadsTiles) {
                        "reads buffer #2 ('q') but writer task(s) [1] are NOT ordered"));
 }
 
+// A combine merging heads from m_off (IR 0.12.0) reads those heads' rows of every slab of its
+// stack (read_region): it need wait only for those heads' attention partials, and still races
+// with the writers of its heads it is not ordered after.
+TEST(ValidateRaces, AHeadRangedCombineWaitsOnlyForItsHeadsPartials) {
+  const auto program = [](int64_t head1_waits_on, bool ranged) {
+    Program p;
+    const int64_t q = p.new_buffer("q", BufferKind::IO_INPUT, DType::F32, {1, 4});
+    const int64_t kc = p.new_buffer("k_cache", BufferKind::KV_CACHE, DType::F32, {2, 4, 2});
+    const int64_t vc = p.new_buffer("v_cache", BufferKind::KV_CACHE, DType::F32, {2, 4, 2});
+    const int64_t stack = p.new_buffer("stack", BufferKind::ACTIVATION, DType::F32, {4, 4},
+                                       MemSpace::GLOBAL_SCRATCH);
+    const int64_t res = p.new_buffer("res", BufferKind::IO_INPUT, DType::F32, {1, 3});
+    const int64_t c[2] = {p.new_counter("head 0"), p.new_counter("head 1")};
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t slab = 0; slab < 2; ++slab) {
+        Params a;
+        a.set_int("head_dim", 2);
+        a.set_int("n_heads", 2);
+        a.set_int("n_kv_heads", 2);
+        a.set_int("kv_start", 2 * slab);
+        a.set_int("kv_len", 2);
+        a.set_real("scale", 0.5);
+        a.set_int("flags", 2);  // partial
+        a.set_int("n_off", h);
+        a.set_int("N_tile", 1);
+        a.set_int("m_off", slab);
+        p.add_task(Op::ATTENTION_TILE, {q, kc, vc}, {stack}, c[h], {}, a, "attention");
+      }
+    for (int64_t h = 0; h < 2; ++h) {
+      const int64_t w = p.new_buffer("w" + std::to_string(h), BufferKind::WEIGHT, DType::F32,
+                                     {3, ranged ? 2 : 4}, MemSpace::HBM, "w");
+      const int64_t out = p.new_buffer("o" + std::to_string(h), BufferKind::IO_OUTPUT,
+                                       DType::F32, {1, 3});
+      Params m = gemv_params(ranged ? 2 : 4, 3, 0);
+      m.set_int("head_dim", 2);
+      m.set_int("n_heads", 2);
+      if (ranged) m.set_int("m_off", h);
+      const int64_t waits_on = h == 1 ? head1_waits_on : 0;
+      p.add_task(Op::COMBINE_GEMV_ADD_TILE, {stack, w, res}, {out}, p.new_counter("o_proj"),
+                 {{c[waits_on], 2}}, m, "o_proj");
+    }
+    return validate(p);
+  };
+  EXPECT_TRUE(Accepted(program(1, true)));
+  EXPECT_TRUE(Rejected(program(0, true),
+                       "task 5 (o_proj) reads buffer #3 ('stack') but writer task(s) [2, 3] are "
+                       "NOT ordered"));
+  EXPECT_TRUE(Rejected(program(1, false), "task 4 (o_proj) reads buffer #3 ('stack') but writer "
+                                          "task(s) [2, 3] are NOT ordered"));
+}
+
 // ---- thresholds and the all-join rule
 // ------------------------------------------------------------
 TEST(ValidateThresholds, ZeroAndNegativeAreRejected) {
@@ -1667,8 +1718,13 @@ TEST(ValidateParamShapes, CombineGemvAddTileMergesAStackOfEveryHeadsPartials) {
     }));
   };
   EXPECT_TRUE(Rejected(with({{"n_heads", 2}}),
-                       "COMBINE_GEMV_ADD_TILE: param K 16 must be n_heads 2 x head_dim 4"));
-  EXPECT_TRUE(Rejected(with({{"head_dim", 2}}), "param K 16 must be n_heads 4 x head_dim 2"));
+                       "COMBINE_GEMV_ADD_TILE: param K 16 must be a whole number of heads of "
+                       "head_dim 4 from head m_off 0 within n_heads 2"));
+  EXPECT_TRUE(Rejected(with({{"head_dim", 2}}), "param K 16 must be a whole number of heads of "
+                                                "head_dim 2 from head m_off 0 within n_heads 4"));
+  EXPECT_TRUE(Rejected(with({{"head_dim", 3}}), "param K 16 must be a whole number of heads of "
+                                                "head_dim 3"));
+  EXPECT_TRUE(Rejected(with({{"m_off", 1}}), "from head m_off 1 within n_heads 4"));
   EXPECT_TRUE(Rejected(with({{"flags", 1}}), "param flags 1 has unknown bits"));
   EXPECT_TRUE(Rejected(with({{"flags", 4}}),
                        "sets bit 2 (runtime window) but param kv_len (the blocks' keys) is "

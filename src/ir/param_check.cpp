@@ -320,8 +320,9 @@ void check_attention_heads(const TaskParams& c, bool fused) {
 }
 
 // COMBINE_GEMV_ADD_TILE's input 0 is a stack of S flash partials [S * n_heads, head_dim + 2]
-// whose merge is x: K = n_heads x head_dim; flags bit 2 (the blocks the step's position reached)
-// needs kv_len, the blocks' length.
+// whose merge is x: K = count x head_dim for the heads [m_off, m_off + count) it merges (m_off
+// absent: 0; IR 0.12.0, a tensor-parallel cluster's heads); flags bit 2 (the blocks the step's
+// position reached) needs kv_len, the blocks' length.
 void check_partial_stack(const TaskParams& c) {
   const Task& t = c.task();
   const auto head_dim = int_param(t, "head_dim"), n_heads = int_param(t, "n_heads"),
@@ -341,9 +342,13 @@ void check_partial_stack(const TaskParams& c) {
     c.operand_error("input 0 (partials) " + c.ref(*s) + " is " + std::string(name_of(s->dtype)) +
                     ", not F32");
   if (!at_least(c, "head_dim", head_dim, 1) || !at_least(c, "n_heads", n_heads, 1) || !K) return;
-  if (*n_heads * *head_dim != *K)
-    c.error("param K " + num(*K) + " must be n_heads " + num(*n_heads) + " x head_dim " +
-            num(*head_dim));
+  const std::optional<int64_t> first =
+      t.params.find("m_off") ? int_param(t, "m_off") : std::optional<int64_t>(0);
+  if (!at_least(c, "m_off", first, 0)) return;
+  if (*K % *head_dim != 0 || *K < *head_dim || *first + *K / *head_dim > *n_heads)
+    c.error("param K " + num(*K) + " must be a whole number of heads of head_dim " +
+            num(*head_dim) + " from head m_off " + num(*first) + " within n_heads " +
+            num(*n_heads));
   const int64_t slab = *n_heads * (*head_dim + 2);
   if (const Buffer* s = c.in(0); s && (s->numel() < slab || s->numel() % slab != 0))
     c.error("input 0 (partials) " + c.ref(*s) + " is not a stack of partials of n_heads " +

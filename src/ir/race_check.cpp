@@ -104,9 +104,10 @@ constexpr int64_t kUnorderedRunBudget = int64_t{1} << 22;
 // are Unknown: where some writers follow the read the caller then requires every writer to
 // precede it; where all precede it, only a proven gap (NotCovered) is an error.
 enum class Coverage { Covered, NotCovered, Unknown };
-// `want`: the part read (read_region), its rows and columns clamped to the buffer's; whole: all.
-Coverage covers(std::vector<WriteRegion>& regions, int64_t rows, int64_t cols,
-                const WriteRegion& want) {
+// `want`: the part read (read_region, one run), its rows and columns clamped to the buffer's;
+// whole: all.
+Coverage covers_box(std::vector<WriteRegion>& regions, int64_t rows, int64_t cols,
+                    const WriteRegion& want) {
   for (const WriteRegion& r : regions)
     if (r.whole) return Coverage::Covered;
   const int64_t row0 = want.whole ? 0 : std::max<int64_t>(want.row_lo, 0);
@@ -145,6 +146,26 @@ Coverage covers(std::vector<WriteRegion>& regions, int64_t rows, int64_t cols,
     return verdict(sweep([](const WriteRegion& r) { return r.row_lo; },
                          [](const WriteRegion& r) { return r.row_hi; }, row0, row1));
   return Coverage::Unknown;
+}
+
+// As covers_box for each run of a strided `want` (a merge's heads in every slab of a stack):
+// NotCovered if one run is not, Unknown if one cannot be decided, else Covered.
+Coverage covers_runs(std::vector<WriteRegion>& regions, int64_t rows, int64_t cols,
+                     const WriteRegion& want) {
+  if (want.whole || want.row_runs <= 1) return covers_box(regions, rows, cols, want);
+  if (size_t(want.row_runs) > kMaxExpandedRuns) return Coverage::Unknown;
+  Coverage all = Coverage::Covered;
+  for (int64_t i = 0; i < want.row_runs; ++i) {
+    WriteRegion run = want;
+    run.row_lo += i * want.row_stride;
+    run.row_hi += i * want.row_stride;
+    run.row_stride = 0;
+    run.row_runs = 1;
+    const Coverage c = covers_box(regions, rows, cols, run);
+    if (c == Coverage::NotCovered) return c;
+    if (c == Coverage::Unknown) all = c;
+  }
+  return all;
 }
 
 // Does `r` touch any of `want`'s rows and columns (find_overlap's sense)?
@@ -416,7 +437,7 @@ void check_races(const CheckInputs& in) {
       const Buffer& buf = p.buffers[static_cast<size_t>(rc.buffer)];
       const int64_t cols = buf.shape.empty() ? buf.numel() : buf.shape.back();
       const int64_t rows = cols > 0 ? buf.numel() / cols : 0;
-      const Coverage coverage = covers(regions, rows, cols, rc.want);
+      const Coverage coverage = covers_runs(regions, rows, cols, rc.want);
       if (!all_before && coverage != Coverage::Covered)
         in.diag.error("task " + task_ref(p, rc.task) + " reads buffer " +
                       buffer_ref(p, rc.buffer) +

@@ -253,9 +253,39 @@ WriteRegion write_region(const Program& program, const Task& task, int64_t buffe
   return r;
 }
 
+// COMBINE_GEMV_ADD_TILE merging heads [m_off, m_off + count) reads those rows of every slab of a
+// [S * n_heads, head_dim + 2] stack: rows m_off.. + count, every n_heads rows, S times.
+WriteRegion combine_read_region(const Program& program, const Task& task, int64_t buffer) {
+  WriteRegion whole;
+  if (task.inputs.empty() || task.inputs[0] != buffer || !task.params.find("m_off")) return whole;
+  for (size_t i = 1; i < task.inputs.size(); ++i)
+    if (task.inputs[i] == buffer) return whole;  // read as something else too
+  const auto first = offset_param(task.params, "m_off");
+  const auto head_dim = extent_param(task.params, "head_dim");
+  const auto n_heads = extent_param(task.params, "n_heads");
+  const auto K = extent_param(task.params, "K");
+  if (!first || !head_dim || !n_heads || !K || *K % *head_dim != 0) return whole;
+  const int64_t count = *K / *head_dim;
+  const Buffer& b = program.buffers[static_cast<size_t>(buffer)];
+  if (count < 1 || *first > *n_heads - count || b.shape.size() != 2 ||
+      b.shape[1] != *head_dim + 2 || b.shape[0] < *n_heads || b.shape[0] % *n_heads != 0)
+    return whole;
+  WriteRegion r;
+  r.whole = false;
+  r.row_lo = *first;
+  r.row_hi = *first + count;
+  r.col_lo = kMin;
+  r.col_hi = kMax;
+  r.row_stride = *n_heads;
+  r.row_runs = b.shape[0] / *n_heads;
+  return r;
+}
+
 WriteRegion read_region(const Program& program, const Task& task, int64_t buffer) {
   WriteRegion whole;
   const int64_t nb = static_cast<int64_t>(program.buffers.size());
+  if (task.op == Op::COMBINE_GEMV_ADD_TILE && buffer >= 0 && buffer < nb)
+    return combine_read_region(program, task, buffer);
   const bool attention = task.op == Op::ATTENTION_TILE || task.op == Op::ROPE_KV_ATTENTION_TILE;
   if (!attention || buffer < 0 || buffer >= nb) return whole;
   // A head range of whole GQA groups (both params, validated by param_check): its query heads

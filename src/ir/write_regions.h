@@ -68,8 +68,10 @@ WriteRegion write_region(const Program& program, const Task& task, int64_t buffe
 
 // The part of the buffer with id `buffer` (one of its inputs) that `task` reads: whole, but for
 // an attention task with a head range (ATTENTION_TILE, ROPE_KV_ATTENTION_TILE), which reads its
-// query heads' columns of q and (the fused op) its KV heads' of the new k and v rows. The race
-// check then orders the read against the writers of that part only (race_check.cpp).
+// query heads' columns of q and (the fused op) its KV heads' of the new k and v rows, and a
+// COMBINE_GEMV_ADD_TILE merging heads from m_off, which reads those heads' rows of every slab of
+// its [S * n_heads, head_dim + 2] stack. The race check then orders the read against the
+// writers of that part only (race_check.cpp).
 WriteRegion read_region(const Program& program, const Task& task, int64_t buffer);
 
 // Two regions overlap iff their row ranges AND their column ranges intersect (a strided region:

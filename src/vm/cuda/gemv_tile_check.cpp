@@ -45,6 +45,10 @@ std::string operand_error(const amk_task_record_t& r, const MegakernelLayout& la
   const amk_buffer_t& out = r.desc[inst.n_inputs];
   int64_t rows = 1;
   if (combine) {
+    if (p.m_off != 0)
+      return fmt::format("the merge of heads from m_off {} has no device code yet (the CUDA VM "
+                         "merges every head)",
+                         p.m_off);
     const int64_t slab = int64_t(p.n_heads) * (p.head_dim + 2);
     if (p.head_dim < 4 || p.head_dim % 4 != 0 || p.n_heads < 1 ||
         int64_t(p.n_heads) * p.head_dim != p.K)

@@ -138,18 +138,21 @@ void gemv_glu_into(const OpContext& c, const Tensor& x, size_t w_index, size_t b
 }
 
 // COMBINE_GEMV_ADD_TILE's prologue: ATTENTION_COMBINE's merge (merge_flash_partials) of the
-// stack of S partials at input 0, [S * n_heads, head_dim + 2], into an F32 row of K = n_heads x
-// head_dim. Flags bit 2 with kv_len B: partial s holds keys [s B, s B + B), and those past the
+// stack of S partials at input 0, [S * n_heads, head_dim + 2], into an F32 row of K = count x
+// head_dim: heads [m_off, m_off + count) (all of them without m_off). Flags bit 2 with kv_len B: partial s holds keys [s B, s B + B), and those past the
 // step's position (empty, m = -inf, l = 0, as the attention writes them) are not read.
 Tensor combined_of(const OpContext& c) {
   const Tensor& stack = c.input(0);
   if (stack.dtype != DType::F32)
     c.fail("input 0 (partials) is " + std::string(name_of(stack.dtype)) + ", not F32");
   const int64_t head_dim = c.int_param("head_dim"), n_heads = c.int_param("n_heads");
-  const int64_t K = c.int_param("K");
-  if (head_dim < 1 || n_heads < 1 || n_heads * head_dim != K)
-    c.fail("params n_heads " + num(n_heads) + " x head_dim " + num(head_dim) +
-           " must be K " + num(K) + " (both >= 1)");
+  const int64_t K = c.int_param("K"), first = c.int_param_or("m_off", 0);
+  // The heads [first, first + count) of every partial (m_off: IR 0.12.0), K = count x head_dim.
+  if (head_dim < 1 || n_heads < 1 || first < 0 || K < head_dim || K % head_dim != 0 ||
+      first + K / head_dim > n_heads)
+    c.fail("param K " + num(K) + " must be a whole number of heads of head_dim " +
+           num(head_dim) + " from head m_off " + num(first) + " within n_heads " + num(n_heads));
+  const int64_t count = K / head_dim;
   const int64_t slab = n_heads * (head_dim + 2);
   if (stack.numel() < slab || stack.numel() % slab != 0)
     c.fail("input 0 (partials) has " + num(stack.numel()) +
@@ -166,9 +169,9 @@ Tensor combined_of(const OpContext& c) {
   }
   const std::vector<double> all = load_all(stack);
   std::vector<const double*> parts;
-  for (int64_t s = 0; s < S; ++s) parts.push_back(all.data() + s * slab);
+  for (int64_t s = 0; s < S; ++s) parts.push_back(all.data() + s * slab + first * (head_dim + 2));
   std::vector<double> x(size_t(K), 0.0);
-  merge_flash_partials(parts, n_heads, head_dim, x.data(), nullptr);
+  merge_flash_partials(parts, count, head_dim, x.data(), nullptr);
   Tensor row = Tensor::zeros(DType::F32, {1, K});
   store_all(row, x);
   return row;
