@@ -61,6 +61,19 @@ Params gemv_params(int64_t k, int64_t n_tile, int64_t n_off) {
   return p;
 }
 
+// An attention task's params: its heads, its window, scale 0.5.
+Params attention_params(int64_t head_dim, int64_t n_heads, int64_t n_kv_heads, int64_t kv_start,
+                        int64_t kv_len) {
+  Params p;
+  p.set_int("head_dim", head_dim);
+  p.set_int("n_heads", n_heads);
+  p.set_int("n_kv_heads", n_kv_heads);
+  p.set_int("kv_start", kv_start);
+  p.set_int("kv_len", kv_len);
+  p.set_real("scale", 0.5);
+  return p;
+}
+
 Params norm_params(int64_t hidden = 16) {
   Params p;
   p.set_real("eps", 1e-5);
@@ -419,13 +432,7 @@ TEST(ValidateRaces, AHeadRangedAttentionWaitsOnlyForItsHeadsTiles) {
     for (const Tile& t : tiles)
       p.add_task(Op::GEMV_TILE, {x, w}, {q}, c[t.counter], {}, gemv_params(16, t.n_tile, t.n_off),
                  "q_proj");
-    Params a;
-    a.set_int("head_dim", 2);
-    a.set_int("n_heads", 4);
-    a.set_int("n_kv_heads", 2);
-    a.set_int("kv_start", 0);
-    a.set_int("kv_len", 4);
-    a.set_real("scale", 0.5);
+    Params a = attention_params(2, 4, 2, 0, 4);
     if (ranged) {
       a.set_int("n_off", 0);
       a.set_int("N_tile", 2);
@@ -463,13 +470,7 @@ TEST(ValidateRaces, AHeadRangedCombineWaitsOnlyForItsHeadsPartials) {
     const int64_t c[2] = {p.new_counter("head 0"), p.new_counter("head 1")};
     for (int64_t h = 0; h < 2; ++h)
       for (int64_t slab = 0; slab < 2; ++slab) {
-        Params a;
-        a.set_int("head_dim", 2);
-        a.set_int("n_heads", 2);
-        a.set_int("n_kv_heads", 2);
-        a.set_int("kv_start", 2 * slab);
-        a.set_int("kv_len", 2);
-        a.set_real("scale", 0.5);
+        Params a = attention_params(2, 2, 2, 2 * slab, 2);
         a.set_int("flags", 2);  // partial
         a.set_int("n_off", h);
         a.set_int("N_tile", 1);
@@ -908,10 +909,7 @@ TEST(ValidateOrdering, KvReadBeforeTheAppendIsValidUnorderedIsNot) {
   const int64_t cache = p.new_buffer("kv", BufferKind::KV_CACHE, DType::F16, {1, 8, 4});
   const int64_t out = p.new_buffer("out", BufferKind::IO_OUTPUT, DType::F16, {1, 4});
   const int64_t c_attn = p.new_counter(), c_app = p.new_counter();
-  Params at;
-  for (const char* key : {"kv_start", "kv_len", "n_heads", "n_kv_heads"}) at.set_int(key, 1);
-  at.set_int("head_dim", 4);
-  at.set_real("scale", 0.5);
+  const Params at = attention_params(4, 1, 1, 1, 1);
   p.add_task(Op::ATTENTION_TILE, {q, cache, cache}, {out}, c_attn, {}, at, "attention");
   Params ap;
   ap.set_int("pos", 3);
@@ -1118,10 +1116,7 @@ KvProgram kv_program(bool append) {
     ap.set_int("pos", 3);
     p.add_task(Op::KV_APPEND, {k_new, cache}, {cache}, k.c_append, {}, ap, "append");
   }
-  Params at;
-  for (const char* key : {"kv_start", "kv_len", "n_heads", "n_kv_heads"}) at.set_int(key, 1);
-  at.set_int("head_dim", 4);
-  at.set_real("scale", 0.5);
+  const Params at = attention_params(4, 1, 1, 1, 1);
   std::vector<Wait> waits;
   if (append) waits.push_back({k.c_append, 1});
   p.add_task(Op::ATTENTION_TILE, {q, cache, cache}, {out}, c_attn, waits, at, "attention");
@@ -1160,11 +1155,7 @@ Program two_appends(int64_t pos0, int64_t pos1, int64_t flags = 0, int64_t rows 
     if (flags) ap.set_int("flags", flags);
     p.add_task(Op::KV_APPEND, {k, cache}, {cache}, c_app, {}, ap, "append" + std::to_string(pos));
   }
-  Params at;
-  for (const char* key : {"kv_start", "n_heads", "n_kv_heads"}) at.set_int(key, 1);
-  at.set_int("kv_len", 2);
-  at.set_int("head_dim", 4);
-  at.set_real("scale", 0.5);
+  const Params at = attention_params(4, 1, 1, 1, 2);
   p.add_task(Op::ATTENTION_TILE, {q, cache, cache}, {out}, c_attn, {{c_app, 2}}, at, "attention");
   return p;
 }
@@ -1571,13 +1562,7 @@ Program stack_program(const std::vector<StackBlock>& blocks,
       counters.push_back(p.new_counter());
       produced.push_back(0);
     }
-    Params at;
-    at.set_int("head_dim", 4);
-    at.set_int("n_heads", 4);
-    at.set_int("n_kv_heads", 2);
-    at.set_int("kv_start", 0);
-    at.set_int("kv_len", 2);
-    at.set_real("scale", 0.5);
+    Params at = attention_params(4, 4, 2, 0, 2);
     at.set_int("flags", 2);  // partial
     if (b.m_off) at.set_int("m_off", *b.m_off);
     if (b.heads) {

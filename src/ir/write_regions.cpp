@@ -313,9 +313,7 @@ WriteRegion read_region(const Program& program, const Task& task, int64_t buffer
         b.numel() != (q ? *n_heads : *n_kv) * *head_dim)
       return whole;
     const WriteRegion r = element_range(b, lo, hi);
-    if (r.whole || (region && !(region->row_lo == r.row_lo && region->row_hi == r.row_hi &&
-                                region->col_lo == r.col_lo && region->col_hi == r.col_hi)))
-      return whole;
+    if (r.whole || (region && *region != r)) return whole;
     region = r;
   }
   return region.value_or(whole);

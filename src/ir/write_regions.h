@@ -42,6 +42,7 @@ struct WriteRegion {
   // A strided attention window's KV rows (amk/kv_window.h): the rows above repeat every
   // row_stride rows, row_runs times in all (row_stride >= row_hi - row_lo: the runs are disjoint).
   int64_t row_stride = 0, row_runs = 1;
+  bool operator==(const WriteRegion&) const = default;
 };
 
 // `regions` with each strided region replaced by its runs, and for each entry the index of the

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "amk/op_flags.h"
 #include "amk/op_traits.h"
 #include "vm/cuda/buffer_text.h"
 #include "vm/cuda/ops/scratch.h"
@@ -45,10 +46,11 @@ std::string shared_error(const amk_instruction_t& inst, const amk_buffer_t& q,
   const int count = ranged ? p.N_tile : p.n_heads;
   const bool partial = (p.flags & AMK_ATTN_FLAG_PARTIAL) != 0;
   const int64_t width = partial ? int64_t(p.head_dim) + 2 : p.head_dim;
-  const bool slice = !partial && count != p.n_heads && out.numel == int64_t(p.n_heads) * p.head_dim;
+  const bool slice =
+      attention_flags::writes_head_slice(partial, count, p.n_heads, p.head_dim, out.numel);
   const int64_t slab = int64_t(p.n_heads) * width;
-  const bool stack = partial && out.numel != int64_t(count) * width && out.numel > 0 &&
-                     out.numel % slab == 0;
+  const bool stack =
+      attention_flags::writes_partial_stack(partial, count, p.n_heads, p.head_dim, out.numel);
   if (stack ? (p.m_off < 0 || int64_t(p.m_off) >= out.numel / slab) : p.m_off != 0)
     return fmt::format("m_off {} is not a slab of the output's {}", p.m_off,
                        stack ? out.numel / slab : 1);
