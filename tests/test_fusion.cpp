@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,12 @@ double expect_teacher_forced_within(const Checkpoint& ck, const ExpectedOutputs&
 }
 
 using Groups = std::vector<std::vector<std::string>>;
+
+int64_t buffer_id(const Program& p, std::string_view name) {
+  for (const Buffer& b : p.buffers)
+    if (b.name == name) return b.id;
+  return -1;
+}
 
 // Sets int param `key` of the task labelled `label`; false when the program has no such task.
 bool set_task_param(Program& p, const std::string& label, const std::string& key, int64_t value) {
@@ -448,6 +455,128 @@ TEST_P(FusedAttentionSplit, MlpTilesAddTheDownProjection) {
     // The sums run in another order: not the same program.
     EXPECT_GT(expect_teacher_forced_within(ck, e, a_prog, b_prog), 0.0);
   }
+}
+
+// tiling.attention.qkv_by_group: q/k/v's tiles per head group, each group's rows under one
+// counter, and each attention task waiting for its own group's counter alone. The program
+// validates (the attention reads only its heads' columns of q, k and v), every attention
+// task's one q/k/v wait is its group's, and the logits are the per-projection program's exactly
+// (the same rows, computed alike), for every way the attention is split.
+TEST_P(FusedAttentionSplit, QkvByGroupWaitsForItsOwnHeads) {
+  const std::string name = GetParam();
+  const Checkpoint ck = Checkpoint::open(kFixtures / name);
+  const ExpectedOutputs e = load_expected(kFixtures / name / "expected.safetensors");
+  const ModelConfig& m = ck.config();
+  struct Split {
+    const char* what;
+    ScheduleConfig::TileSizes attention;
+    bool merge_in_oproj;
+    int64_t groups;
+  };
+  const Split splits[] = {
+      {"split by block and head, o_proj merges", {{"kv_block", 4}, {"kv_heads", 1}}, true, 2},
+      {"split by block and head, combines", {{"kv_block", 4}, {"kv_heads", 1}}, false, 2},
+      {"one task a head", {{"kv_heads", 1}}, false, 2},
+      {"split by block, every head a task", {{"kv_block", 4}}, false, 1},
+      {"one task", {}, false, 1},
+  };
+  for (const Split& split : splits) {
+    SCOPED_TRACE(split.what);
+    ScheduleConfig plain =
+        with({{"rmsnorm", "gemv"}, {"gemv", "silu_mul"}, {"gemv", "add"}, {"rope", "attention"}});
+    plain.tiling.push_back({"attention", split.attention});
+    if (split.merge_in_oproj) plain.fusion_grouping.push_back({"attention_combine", "gemv"});
+    ScheduleConfig grouped = plain;
+    grouped.tiling.back().second.push_back({"qkv_by_group", 1});
+    if (split.attention.empty()) plain.tiling.pop_back();  // an empty attention dict is refused
+    const Program a_prog = lower(m, plain, h100(), kContext);
+    const Program b_prog = lower(m, grouped, h100(), kContext);
+    ASSERT_TRUE(valid_without_warnings(b_prog));
+    // Which counter each q/k/v tile of layer 0 signals, by the group of the rows it writes.
+    const int64_t q_rows = m.num_attention_heads / split.groups * m.head_dim;
+    const int64_t kv_rows = m.num_key_value_heads / split.groups * m.head_dim;
+    std::map<int64_t, int64_t> group_counter;  // group -> counter
+    std::map<int64_t, int64_t> tiles_of;        // counter -> tiles
+    for (const Task& t : b_prog.tasks) {
+      if (!t.label.starts_with("L0.") || t.op != Op::RMSNORM_GEMV_TILE) continue;
+      const bool is_q = t.label.starts_with("L0.q_proj"), is_kv = t.label.starts_with("L0.k_proj") ||
+                                                                   t.label.starts_with("L0.v_proj");
+      if (!is_q && !is_kv) continue;
+      const int64_t off = t.params.get_int("n_off", -1), width = t.params.get_int("N_tile", -1);
+      const int64_t rows = is_q ? q_rows : kv_rows, gi = off / rows;
+      EXPECT_EQ((off + width - 1) / rows, gi) << t.label << ": a tile across two head groups";
+      const auto [it, fresh] = group_counter.emplace(gi, t.out_counter);
+      EXPECT_EQ(it->second, t.out_counter) << t.label << ": group " << gi << " under two counters";
+      ++tiles_of[t.out_counter];
+    }
+    ASSERT_EQ(int64_t(group_counter.size()), split.groups);
+    // Each layer-0 attention task waits for one q/k/v counter: its group's, all its tiles.
+    int64_t attention_tasks = 0;
+    for (const Task& t : b_prog.tasks) {
+      if (!t.label.starts_with("L0.") || t.op != Op::ROPE_KV_ATTENTION_TILE) continue;
+      ++attention_tasks;
+      const int64_t gi = t.params.get_int("n_off", 0) * m.head_dim / q_rows;
+      ASSERT_EQ(t.waits.size(), 1u) << t.label;
+      EXPECT_EQ(t.waits[0].counter, group_counter.at(gi)) << t.label;
+      EXPECT_EQ(t.waits[0].threshold, tiles_of.at(group_counter.at(gi))) << t.label;
+    }
+    EXPECT_GT(attention_tasks, 0);
+    EXPECT_NE(a_prog.counters.size(), b_prog.counters.size());
+    ReferenceDecoder a(ck, a_prog), b(ck, b_prog);
+    for (int64_t i = 0; i < kContext; ++i) {
+      const std::vector<float> la = a.step(e.sequence_ids[size_t(i)]);
+      const std::vector<float> lb = b.step(e.sequence_ids[size_t(i)]);
+      for (const float x : lb) ASSERT_TRUE(std::isfinite(x)) << "position " << i;
+      ASSERT_EQ(la, lb) << "position " << i;
+    }
+    if (split.groups < 2) continue;
+    // Group 1's first attention task made to wait for group 0's q/k/v instead: it reads rows no
+    // wait orders before it, which the race check names.
+    Program broken = b_prog;
+    for (Task& t : broken.tasks)
+      if (t.label.starts_with("L0.attention[h1]")) {
+        t.waits[0] = Wait{group_counter.at(0), tiles_of.at(group_counter.at(0))};
+        break;
+      }
+    const ValidationResult v = validate(broken);
+    EXPECT_FALSE(v.ok);
+    EXPECT_NE(v.report().find("reads buffer #" + std::to_string(buffer_id(b_prog, "L0.q")) +
+                              " ('L0.q') but writer task(s)"),
+              std::string::npos)
+        << v.report();
+  }
+}
+
+TEST(FusedAttentionSplit, QkvByGroupIsCheckedAndNeedsTheFusedAttention) {
+  const Checkpoint ck = Checkpoint::open(kFixtures / "tiny-llama");
+  ScheduleConfig c = with({{"rmsnorm", "gemv"}});
+  c.tiling.push_back({"attention", {{"kv_heads", 1}, {"qkv_by_group", 1}}});
+  const auto error = [&](const ScheduleConfig& config) -> std::string {
+    try {
+      lower(ck.config(), config, h100(), kContext);
+    } catch (const LoweringError& e) {
+      return e.what();
+    }
+    return "<no error>";
+  };
+  EXPECT_NE(error(c).find("qkv_by_group needs fusion group [rope, attention]"), std::string::npos)
+      << error(c);
+  c.fusion_grouping.push_back({"rope", "attention"});
+  EXPECT_EQ(error(c), "<no error>");
+  c.tiling.back().second.back().second = 2;
+  EXPECT_NE(error(c).find("qkv_by_group must be 0 (per projection) or 1"), std::string::npos)
+      << error(c);
+  // With a bias on q/k/v (as Qwen2 has), each tile carries its rows' bias.
+  ModelConfig biased = ck.config();
+  biased.attention_qkv_bias = true;
+  c.tiling.back().second.back().second = 1;
+  const Program p = lower(biased, c, h100(), kContext, DType::BF16);
+  ASSERT_TRUE(valid_without_warnings(p));
+  int64_t with_bias = 0;
+  for (const Task& t : p.tasks)
+    with_bias += t.op == Op::RMSNORM_GEMV_TILE && t.inputs.size() == 4 &&
+                 p.buffers[size_t(t.inputs[3])].source->ends_with("_proj.bias");
+  EXPECT_GT(with_bias, 0);
 }
 
 // The accumulation rule (docs/IR.md): what validate() refuses about the MLP tiles' adds.

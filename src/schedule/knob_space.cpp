@@ -122,6 +122,16 @@ std::vector<KnobSpec> make_space() {
                    "KV heads per attention task; must divide the model's KV heads (without a "
                    "kv_block split each group's task covers the whole window: no combine)"));
   {
+    KnobSpec k = tile("attention", "qkv_by_group", "absent (per projection)",
+                      "1: q/k/v's tiles per attention head group (the kv_heads groups), each "
+                      "group's rows under a counter of its own that only its attention tasks "
+                      "wait for (needs rope+attention); absent or 0: a counter per projection");
+    k.min = 0;
+    k.max = 1;
+    k.range = "0 or 1";
+    s.push_back(std::move(k));
+  }
+  {
     KnobSpec f;
     f.name = "fusion_grouping";
     f.kind = KnobKind::GroupSet;

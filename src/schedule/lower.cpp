@@ -100,10 +100,22 @@ class GraphBuilder {
              bool has_bias, int64_t out, int64_t K, int64_t N, int64_t tile,
              const std::string& label, int64_t n_weights = 1, int64_t out2 = -1) {
     const int64_t counter = p_.new_counter(label + " tiles");
+    const int64_t tiles = range_tiles(op, std::move(inputs), extra, extra_bytes, has_bias, out, K,
+                                      0, N, tile, label, counter, n_weights, out2);
+    ready_[out] = Wait{counter, tiles};
+    if (out2 >= 0) ready_[out2] = Wait{counter, tiles};
+  }
+
+  // The tiles of rows [n_begin, n_end) of a GEMV-shaped op (as tiles()) under `counter`, which
+  // other tasks may share; returns how many. The caller marks `out` ready.
+  int64_t range_tiles(Op op, std::vector<int64_t> inputs, const Params& extra,
+                      int64_t extra_bytes, bool has_bias, int64_t out, int64_t K,
+                      int64_t n_begin, int64_t n_end, int64_t tile, const std::string& label,
+                      int64_t counter, int64_t n_weights = 1, int64_t out2 = -1) {
     const std::vector<Wait> waits = waits_for(inputs);
     int64_t tiles = 0;
-    for (int64_t off = 0; off < N; off += tile, ++tiles) {
-      const int64_t width = std::min(tile, N - off);
+    for (int64_t off = n_begin; off < n_end; off += tile, ++tiles) {
+      const int64_t width = std::min(tile, n_end - off);
       Params params = extra;
       params.set_int("K", K);
       params.set_int("N_tile", width);
@@ -118,8 +130,7 @@ class GraphBuilder {
       t.est_bytes = wbytes(n_weights * (K * width + (has_bias ? width : 0))) + extra_bytes;
       t.est_flops = 2 * K * width * n_weights;
     }
-    ready_[out] = Wait{counter, tiles};
-    if (out2 >= 0) ready_[out2] = Wait{counter, tiles};
+    return tiles;
   }
 
   // Several tasks writing one buffer each under one shared counter: consumers all-join.
@@ -215,6 +226,11 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
     throw LoweringError(
         "fusion group [attention_combine, gemv] needs tiling.attention.kv_block: without a "
         "split-KV attention there is no combine to fuse");
+  if (tiling.qkv_by_group && !fusion.rope_attention)
+    throw LoweringError(
+        "tiling.attention.qkv_by_group needs fusion group [rope, attention]: only the fused "
+        "attention reads q, k and v as the GEMVs wrote them (unfused, the RoPE and KV_APPEND "
+        "tasks read every head)");
   const DType wdt = resolve_weight_dtype(m, weight_dtype);
 
   const int64_t H = m.hidden_size, V = m.vocab_size, F = m.intermediate_size, HD = m.head_dim;
@@ -321,6 +337,22 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
     g.tiles(Op::RMSNORM_GEMV_TILE, std::move(in), norm, g.wbytes(H), b.has_value(), out, H, N,
             tiling.n_tile(proj), label);
   };
+  // Rows [n_begin, n_begin + rows) of normed_gemv's tiles under a shared `counter`; returns how
+  // many tiles.
+  const auto normed_range_tiles = [&](const Normed& n, int64_t w, std::optional<int64_t> b,
+                                      int64_t out, int64_t n_begin, int64_t rows,
+                                      const std::string& proj, const std::string& label,
+                                      int64_t counter) {
+    const bool norm_in_tile = n.norm_task_out < 0;
+    std::vector<int64_t> in{norm_in_tile ? n.x : n.norm_task_out};
+    if (norm_in_tile) in.push_back(n.norm_w);
+    in.push_back(w);
+    if (b) in.push_back(*b);
+    return g.range_tiles(norm_in_tile ? Op::RMSNORM_GEMV_TILE : Op::GEMV_TILE, std::move(in),
+                         norm_in_tile ? norm : Params{}, norm_in_tile ? g.wbytes(H) : 0,
+                         b.has_value(), out, H, n_begin, n_begin + rows, tiling.n_tile(proj),
+                         label, counter);
+  };
   // out = x @ W.T (+ b) + residual: one GEMV_ADD_TILE per tile with ["gemv", "add"], else the
   // GEMV into its own buffer and an ADD task.
   // `copy` >= 0 (fused only): the tiles also write their columns there.
@@ -379,9 +411,29 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
     const int64_t q = g.act(ap + "q", {1, QD});
     const int64_t k = g.act(ap + "k", {1, KVD});
     const int64_t v = g.act(ap + "v", {1, KVD});
-    normed_gemv(xn, w_q, b_q, q, QD, "q_proj", ap + "q_proj");
-    normed_gemv(xn, w_k, b_k, k, KVD, "k_proj", ap + "k_proj");
-    normed_gemv(xn, w_v, b_v, v, KVD, "v_proj", ap + "v_proj");
+    // Per projection, each under a counter of its own; or (tiling.attention.qkv_by_group) per
+    // head group, the group's q, k and v rows under one counter, which its attention tasks wait
+    // for alone: they read only their heads' columns of q, k and v.
+    std::vector<Wait> qkv_group_ready;
+    if (tiling.qkv_by_group) {
+      const int64_t n_groups = NKV / kv_heads, group_heads = NH / n_groups;
+      for (int64_t gi = 0; gi < n_groups; ++gi) {
+        const std::string group = fmt::format("[h{}]", gi);
+        const int64_t counter = g.shared_counter(ap + "q/k/v" + group + " tiles");
+        const int64_t q_rows = group_heads * HD, kv_rows = kv_heads * HD;
+        const int64_t n = normed_range_tiles(xn, w_q, b_q, q, gi * q_rows, q_rows, "q_proj",
+                                             ap + "q_proj" + group, counter) +
+                          normed_range_tiles(xn, w_k, b_k, k, gi * kv_rows, kv_rows, "k_proj",
+                                             ap + "k_proj" + group, counter) +
+                          normed_range_tiles(xn, w_v, b_v, v, gi * kv_rows, kv_rows, "v_proj",
+                                             ap + "v_proj" + group, counter);
+        qkv_group_ready.push_back(Wait{counter, n});
+      }
+    } else {
+      normed_gemv(xn, w_q, b_q, q, QD, "q_proj", ap + "q_proj");
+      normed_gemv(xn, w_k, b_k, k, KVD, "k_proj", ap + "k_proj");
+      normed_gemv(xn, w_v, b_v, v, KVD, "v_proj", ap + "v_proj");
+    }
 
     // With ["rope", "attention"] the attention tasks take q, k, v as the GEMVs wrote them and do
     // the per-head norm, RoPE and the KV row themselves (ROPE_KV_ATTENTION_TILE).
@@ -467,8 +519,13 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
     const auto kv_bytes = [&](int64_t len) { return 2 * g.abytes(len * KVD); };
     // One attention task into `out` under `counter` (< 0: its own counter, returned): the plain
     // ATTENTION_TILE over the roped q, or the fused one that also writes the caches.
+    // `group`: the task's head group (0 when it covers every head), whose q/k/v counter it
+    // waits for with qkv_by_group.
     const auto attention_task = [&](Params params, int64_t out, int64_t counter,
-                                    const std::string& label, int64_t bytes, int64_t flops) {
+                                    const std::string& label, int64_t bytes, int64_t flops,
+                                    int64_t group) {
+      if (!qkv_group_ready.empty())
+        for (int64_t x : {q, k, v}) g.mark_ready(x, qkv_group_ready[size_t(group)]);
       if (!fusion.rope_attention) {
         if (counter < 0) {
           g.task(Op::ATTENTION_TILE, {q_rot, k_cache, v_cache}, out, std::move(params), label,
@@ -495,13 +552,13 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
         params.set_int("n_off", gi * group_heads);
         params.set_int("N_tile", group_heads);
         attention_task(std::move(params), attn, counter, fmt::format("{}attention[h{}]", ap, gi),
-                       kv_bytes(C) / n_groups, 4 * QD * C / n_groups);
+                       kv_bytes(C) / n_groups, 4 * QD * C / n_groups, gi);
       }
       g.mark_ready(attn, Wait{counter, n_groups});
     } else if (n_blocks == 1) {
       const int64_t counter =
           attention_task(attn_params(0, C, attention_flags::kRuntimeWindow), attn, -1,
-                         ap + "attention", kv_bytes(C), 4 * QD * C);
+                         ap + "attention", kv_bytes(C), 4 * QD * C, 0);
       if (counter >= 0) g.mark_ready(attn, Wait{counter, 1});
     } else if (fusion.combine_gemv) {
       // Split-KV into one stack of partials [n_blocks * NH, HD + 2]: block b's task writes slab
@@ -519,7 +576,7 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
           params.set_int("m_off", b);
           attention_task(std::move(params), partial_stack, counter,
                          fmt::format("{}attention[h{}][kv{}]", ap, gi, b),
-                         kv_bytes(len) / n_groups, 4 * QD * len / n_groups);
+                         kv_bytes(len) / n_groups, 4 * QD * len / n_groups, gi);
         }
       }
       g.mark_ready(partial_stack, Wait{counter, n_groups * n_blocks});
@@ -566,7 +623,7 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
             }
             attention_task(std::move(params), part, counter,
                            fmt::format("{}attention{}[kv{}]", ap, group, b),
-                           kv_bytes(len) / n_groups, 4 * QD * len / n_groups);
+                           kv_bytes(len) / n_groups, 4 * QD * len / n_groups, gi);
             run_parts.push_back(part);
           }
           for (int64_t part : run_parts) g.mark_ready(part, Wait{counter, b1 - b0});

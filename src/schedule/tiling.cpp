@@ -61,12 +61,24 @@ Tiling resolve_tiling(const ScheduleConfig& config, int64_t default_n_tile) {
       // kv_block splits the window into KV blocks, kv_heads the heads into groups of that many
       // KV heads; either or both. kv_run (with kv_block) strides each block's keys over the
       // context in runs of that many.
+      // qkv_by_group 1 emits q/k/v's tiles per head group (0: per projection, the default).
       if (sizes.empty())
-        throw LoweringError("tiling.attention: give 'kv_block' and/or 'kv_heads'");
+        throw LoweringError(
+            "tiling.attention: give 'kv_block', 'kv_heads', 'kv_run' and/or 'qkv_by_group'");
       for (const auto& [k, v] : sizes) {
+        if (k == "qkv_by_group") {
+          if (v != 0 && v != 1)
+            throw LoweringError(fmt::format(
+                "tiling.attention.qkv_by_group must be 0 (per projection) or 1 (per head "
+                "group), got {}",
+                v));
+          t.qkv_by_group = v == 1;
+          continue;
+        }
         if (k != "kv_block" && k != "kv_heads" && k != "kv_run")
           throw LoweringError(fmt::format(
-              "tiling.attention: unknown key '{}' (it takes 'kv_block', 'kv_heads' and 'kv_run')",
+              "tiling.attention: unknown key '{}' (it takes 'kv_block', 'kv_heads', 'kv_run' and "
+              "'qkv_by_group')",
               k));
         if (v < 1)
           throw LoweringError(fmt::format("tiling.attention.{} must be >= 1, got {}", k, v));

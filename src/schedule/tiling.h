@@ -26,6 +26,10 @@ struct Tiling {
   // positions (a strided window, amk/kv_window.h), so a short position's keys spread over the
   // blocks instead of filling the first ones. Absent: each block is one contiguous run.
   std::optional<int64_t> kv_run;
+  // q/k/v tiles emitted per attention head group (the kv_heads groups), each group's q, k and v
+  // rows under one counter of its own, so a group's attention tasks wait only for their own
+  // heads' rows (docs/LOWERING.md). Needs the ["rope", "attention"] group.
+  bool qkv_by_group = false;
   std::optional<int64_t> argmax_n_tile;  // logits per partial SAMPLE_ARGMAX when set
 
   int64_t n_tile(std::string_view projection) const;
@@ -34,8 +38,8 @@ struct Tiling {
 
 // Throws LoweringError naming any unknown archetype or key, or a value < 1:
 //   {"gemv": {"N_tile": n}, "<projection>": {"N_tile": n},
-//    "attention": {"kv_block": n, "kv_heads": g, "kv_run": r}, (kv_block and/or kv_heads;
-//                  kv_run needs kv_block)
+//    "attention": {"kv_block": n, "kv_heads": g, "kv_run": r, "qkv_by_group": 0|1},
+//                  (kv_block and/or kv_heads, or qkv_by_group alone; kv_run needs kv_block)
 //    "sample_argmax": {"N_tile": n}}  (partial argmaxes of n logits, then a reduce)
 Tiling resolve_tiling(const ScheduleConfig& config, int64_t default_n_tile);
 

@@ -27,6 +27,8 @@ const std::string kCombineGemv = "attention_combine+gemv", kGemvAdd = "gemv+add"
 // gemv+silu_mul+gemv needs rmsnorm+gemv, gemv+silu_mul and gemv+add, and refuses a down_proj
 // tile (its GLU tiles take down_proj's columns of their own features).
 const std::string kGluDown = "gemv+silu_mul+gemv", kRmsnormGemv = "rmsnorm+gemv";
+// tiling.attention.qkv_by_group needs rope+attention.
+const std::string kRopeAttention = "rope+attention";
 
 bool has_group(const ScheduleConfig& c, const std::string& spelled) {
   for (const auto& g : c.fusion_grouping)
@@ -95,6 +97,8 @@ std::vector<Proposal> values_of(const ScheduleConfig& c, const std::string& knob
     if (has_group(c, g)) {
       drop(g);
       if (g == kGemvAdd) drop(kCombineGemv);
+      // q/k/v per head group needs the fused attention: it goes along.
+      if (g == kRopeAttention) set_integer_knob(next, "tiling.attention.qkv_by_group", std::nullopt);
       // Without what it needs the down fusion goes too, and down_proj gets its derived tile.
       if (has_group(c, kGluDown) && (g == kGluDown || g == kGemvAdd || g == kGemvSiluMul || g == kRmsnormGemv)) {
         drop(kGluDown);
@@ -195,6 +199,16 @@ std::vector<Proposal> values_of(const ScheduleConfig& c, const std::string& knob
     ScheduleConfig contiguous = c;
     set_integer_knob(contiguous, knob, std::nullopt);
     add(std::move(contiguous), "absent");
+    return out;
+  }
+  if (knob == "tiling.attention.qkv_by_group") {
+    // Only the fused attention reads q/k/v as the tiles wrote them (the lowering refuses it
+    // otherwise): on or off.
+    if (!has_group(c, kRopeAttention)) return out;
+    const bool on = integer_knob(c, knob).value_or(0) == 1;
+    ScheduleConfig next = c;
+    set_integer_knob(next, knob, on ? std::nullopt : std::optional<int64_t>(1));
+    add(std::move(next), on ? "absent" : "1");
     return out;
   }
   if (knob == "tiling.attention.kv_heads") {
