@@ -131,6 +131,19 @@ std::vector<KnobSpec> make_space() {
     k.range = "0 or 1";
     s.push_back(std::move(k));
   }
+  for (const auto& [key, meaning] : {
+           std::pair{"clusters", "P: clusters of the tensor-parallel step (at most 8: one "
+                                 "ALLREDUCE_SHARD sums their partials); the MLP's features are "
+                                 "split over all of them"},
+           std::pair{"size", "C: SMs a cluster (P x C at most the target's SMs); each sums "
+                             "its slice of the hidden vector"},
+           std::pair{"attention", "Pa: the clusters holding the attention, n_kv_heads / Pa KV "
+                                  "heads each (Pa divides the KV heads, at most P)"}}) {
+    KnobSpec k = tile("tp", key, "absent (no tensor-parallel step; docs/CLUSTER_TP.md)", meaning);
+    k.range = ">= 1, all three keys together (needs the default's fusions and round_robin; the "
+              "CUDA VM runs it through global memory, the search does not propose it)";
+    s.push_back(std::move(k));
+  }
   {
     KnobSpec f;
     f.name = "fusion_grouping";

@@ -64,6 +64,14 @@ class GraphBuilder {
   int64_t weight(const std::string& source, std::vector<int64_t> shape) {
     return p_.new_buffer(source, BufferKind::WEIGHT, wdt_, std::move(shape), MemSpace::HBM, source);
   }
+  // A box of a rank-2 checkpoint tensor as a WEIGHT of its own (a tensor-parallel cluster's
+  // rows or columns), named `source` + `tag`.
+  int64_t weight_box(const std::string& source, SourceBox box, const std::string& tag) {
+    const int64_t id = p_.new_buffer(source + tag, BufferKind::WEIGHT, wdt_, {box.rows, box.cols},
+                                     MemSpace::HBM, source);
+    p_.buffers[size_t(id)].source_box = box;
+    return id;
+  }
   int64_t act(std::string name, std::vector<int64_t> shape) {
     return p_.new_buffer(std::move(name), BufferKind::ACTIVATION, kActDtype, std::move(shape),
                          MemSpace::GLOBAL_SCRATCH);
@@ -76,7 +84,7 @@ class GraphBuilder {
             int64_t est_bytes, int64_t est_flops) {
     const int64_t counter = p_.new_counter(label);
     std::vector<Wait> waits = waits_for(inputs);
-    Task& t = p_.add_task(op, std::move(inputs), {out}, counter, std::move(waits),
+    Task& t = add_task(op, std::move(inputs), {out}, counter, std::move(waits),
                           std::move(params), std::move(label));
     t.est_bytes = est_bytes;
     t.est_flops = est_flops;
@@ -125,7 +133,7 @@ class GraphBuilder {
       if (depth_ > 0) params.set_int("M_tile", depth_);
       std::vector<int64_t> outputs{out};
       if (out2 >= 0) outputs.push_back(out2);
-      Task& t = p_.add_task(op, inputs, std::move(outputs), counter, waits, std::move(params),
+      Task& t = add_task(op, inputs, std::move(outputs), counter, waits, std::move(params),
                             fmt::format("{}[t{}]", label, tiles));
       t.est_bytes = wbytes(n_weights * (K * width + (has_bias ? width : 0))) + extra_bytes;
       t.est_flops = 2 * K * width * n_weights;
@@ -138,7 +146,7 @@ class GraphBuilder {
   void shared_task(Op op, std::vector<int64_t> inputs, int64_t out, int64_t counter, Params params,
                    std::string label, int64_t est_bytes, int64_t est_flops) {
     std::vector<Wait> waits = waits_for(inputs);
-    Task& t = p_.add_task(op, std::move(inputs), {out}, counter, std::move(waits),
+    Task& t = add_task(op, std::move(inputs), {out}, counter, std::move(waits),
                           std::move(params), std::move(label));
     t.est_bytes = est_bytes;
     t.est_flops = est_flops;
@@ -150,13 +158,21 @@ class GraphBuilder {
                      int64_t est_flops) {
     if (counter < 0) counter = p_.new_counter(label);
     std::vector<Wait> waits = waits_for(inputs);
-    Task& t = p_.add_task(op, std::move(inputs), std::move(outputs), counter, std::move(waits),
+    Task& t = add_task(op, std::move(inputs), std::move(outputs), counter, std::move(waits),
                           std::move(params), std::move(label));
     t.est_bytes = est_bytes;
     t.est_flops = est_flops;
     return counter;
   }
   void mark_ready(int64_t buffer, Wait w) { ready_[buffer] = w; }
+
+  // Where the tasks added from now on run in a tensor-parallel step: on cluster `cluster`'s SMs
+  // (-1: anywhere), at its rank `rank` (-1: dealt round robin over the cluster's SMs).
+  struct Place {
+    int64_t cluster = -1, rank = -1;
+  };
+  void place(int64_t cluster, int64_t rank = -1) { place_ = Place{cluster, rank}; }
+  const std::vector<Place>& placements() const { return placements_; }
 
   static constexpr DType kActDtype = DType::F32;
 
@@ -175,10 +191,21 @@ class GraphBuilder {
     return waits;
   }
 
+  Task& add_task(Op op, std::vector<int64_t> inputs, std::vector<int64_t> outputs,
+                 int64_t counter, std::vector<Wait> waits, Params params, std::string label) {
+    Task& t = p_.add_task(op, std::move(inputs), std::move(outputs), counter, std::move(waits),
+                          std::move(params), std::move(label));
+    placements_.resize(p_.tasks.size());
+    placements_.back() = place_;
+    return t;
+  }
+
   Program& p_;
   DType wdt_;
   int64_t depth_;
   std::unordered_map<int64_t, Wait> ready_;
+  Place place_;
+  std::vector<Place> placements_;  // by task id
 };
 
 void check_model(const ModelConfig& m, int64_t max_context) {
@@ -189,6 +216,53 @@ void check_model(const ModelConfig& m, int64_t max_context) {
     throw LoweringError(fmt::format("hidden_act '{}' is not lowered (silu only)", m.hidden_act));
   if (m.head_dim < 2 || m.head_dim % 2 != 0)
     throw LoweringError(fmt::format("head_dim {} must be even for RoPE", m.head_dim));
+}
+
+// What a tensor-parallel step (tiling.tp) cannot split, named.
+void check_tensor_parallel(const ModelConfig& m, const schedule::Tiling::TensorParallel& tp,
+                           const schedule::Tiling& tiling, const schedule::Fusion& fusion,
+                           const ScheduleConfig& config, const GpuTarget& target,
+                           int64_t kv_heads) {
+  const int64_t P = tp.clusters, C = tp.size, PA = tp.attention, NKV = m.num_key_value_heads;
+  if (P > kMaxInputs)
+    throw LoweringError(fmt::format(
+        "tiling.tp.clusters {} is more than {}: ALLREDUCE_SHARD sums at most {} partials",
+        P, kMaxInputs, kMaxInputs));
+  if (P * C > target.num_sms)
+    throw LoweringError(fmt::format("tiling.tp: {} clusters of {} SMs need {} SMs; {} has {}", P,
+                                    C, P * C, target.name, target.num_sms));
+  if (PA > P)
+    throw LoweringError(fmt::format(
+        "tiling.tp.attention {} is more than the {} clusters", PA, P));
+  if (NKV % PA != 0 || (NKV / PA) % kv_heads != 0)
+    throw LoweringError(fmt::format(
+        "tiling.tp.attention {} must divide the model's {} KV heads into whole attention groups "
+        "of tiling.attention.kv_heads {}",
+        PA, NKV, kv_heads));
+  if (m.intermediate_size < P || m.hidden_size < C)
+    throw LoweringError(fmt::format(
+        "tiling.tp: {} clusters of {} SMs split an MLP of {} features and a hidden vector of {}",
+        P, C, m.intermediate_size, m.hidden_size));
+  if (m.attention_out_bias || m.mlp_bias)
+    throw LoweringError(
+        "tiling.tp: the model has a bias on o_proj or the MLP, whose boxed weights have no bias "
+        "box yet");
+  if (!(fusion.rmsnorm_gemv && fusion.gemv_silu_mul && fusion.gemv_add && fusion.rope_attention &&
+        fusion.combine_gemv) ||
+      fusion.glu_down)
+    throw LoweringError(
+        "tiling.tp lowers the fused step: fusion groups [rmsnorm, gemv], [gemv, silu_mul], "
+        "[gemv, add], [rope, attention] and [attention_combine, gemv] (which needs a "
+        "tiling.attention.kv_block split), and not [gemv, silu_mul, gemv]");
+  if (tiling.qkv_by_group)
+    throw LoweringError(
+        "tiling.attention.qkv_by_group does nothing with tiling.tp: its q/k/v are per head group "
+        "already; remove it");
+  const auto* policy = std::get_if<std::string>(&config.sm_assignment);
+  if (policy == nullptr || *policy != "round_robin")
+    throw LoweringError(
+        "tiling.tp places every task on its cluster's SMs, round robin: sm_assignment must be "
+        "round_robin");
 }
 
 }  // namespace
@@ -276,6 +350,8 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
     throw LoweringError(fmt::format("tiling.attention.kv_heads {} must divide the model's {} KV "
                                     "heads",
                                     kv_heads, NKV));
+
+  if (tiling.tp) check_tensor_parallel(m, *tiling.tp, tiling, fusion, config, target, kv_heads);
 
   Program p;
   p.target = target;
@@ -377,6 +453,44 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
   int64_t h = g.act("embed", {1, H});
   g.task(Op::EMBED, {token, w_embed}, h, ints({{"hidden", H}}), "embed", g.wbytes(H), 0);
 
+  // The cluster of attention head group gi in a tensor-parallel step (-1: none).
+  const auto cluster_of_group = [&](int64_t gi) -> int64_t {
+    return tiling.tp ? gi / (NKV / kv_heads / tiling.tp->attention) : -1;
+  };
+  // A tensor-parallel step (tiling.tp, docs/CLUSTER_TP.md): every cluster keeps its own copy of
+  // the hidden vector; PA clusters hold the attention's heads, all P the MLP's features.
+  const bool tp = tiling.tp.has_value();
+  const int64_t P = tp ? tiling.tp->clusters : 1, CS = tp ? tiling.tp->size : 1;
+  const int64_t PA = tp ? tiling.tp->attention : 1;
+  std::vector<int64_t> hs(size_t(P), h);  // cluster p's hidden vector
+  int64_t zeros = -1;                     // the residual of every cluster's partial but the first
+  // The slices of the hidden vector the clusters' sums write, one a CTA: multiples of 4 floats.
+  const int64_t slice = tp ? (H + CS - 1) / CS : H;
+  const int64_t slice4 = (slice + 3) / 4 * 4, n_slices = (H + slice4 - 1) / slice4;
+  if (tp) {
+    zeros = p.new_buffer("zeros", BufferKind::CONST, A, {1, H}, MemSpace::HBM,
+                         std::string(kZerosSource));
+  }
+  // Cluster p's sum of the partials `parts` (each [1, H]): CTA r of every cluster sums slice r
+  // into that cluster's copy, so each copy is written inside its cluster.
+  const auto cluster_sums = [&](const std::vector<int64_t>& parts, const std::string& name) {
+    std::vector<int64_t> out;
+    for (int64_t c = 0; c < P; ++c) {
+      const int64_t sum = g.act(fmt::format("{}[c{}]", name, c), {1, H});
+      const int64_t counter = g.shared_counter(fmt::format("{}[c{}] slices", name, c));
+      for (int64_t r = 0; r < n_slices; ++r) {
+        const int64_t off = r * slice4, width = std::min(slice4, H - off);
+        g.place(c, r);
+        g.shared_task(Op::ALLREDUCE_SHARD, parts, sum, counter,
+                      ints({{"n_off", off}, {"N_tile", width}}),
+                      fmt::format("{}[c{}][s{}]", name, c, r), 0, width * int64_t(parts.size()));
+      }
+      g.mark_ready(sum, Wait{counter, n_slices});
+      out.push_back(sum);
+    }
+    return out;
+  };
+
   for (int64_t l = 0; l < m.num_hidden_layers; ++l) {
     const std::string wp = fmt::format("model.layers.{}.", l);
     const std::string ap = fmt::format("L{}.", l);
@@ -389,15 +503,15 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
     const int64_t w_q = g.weight(wp + "self_attn.q_proj.weight", {QD, H});
     const int64_t w_k = g.weight(wp + "self_attn.k_proj.weight", {KVD, H});
     const int64_t w_v = g.weight(wp + "self_attn.v_proj.weight", {KVD, H});
-    const int64_t w_o = g.weight(wp + "self_attn.o_proj.weight", {H, QD});
+    const int64_t w_o = tp ? -1 : g.weight(wp + "self_attn.o_proj.weight", {H, QD});
     const auto b_q = bias(m.attention_qkv_bias, "self_attn.q_proj.bias", QD);
     const auto b_k = bias(m.attention_qkv_bias, "self_attn.k_proj.bias", KVD);
     const auto b_v = bias(m.attention_qkv_bias, "self_attn.v_proj.bias", KVD);
     const auto b_o = bias(m.attention_out_bias, "self_attn.o_proj.bias", H);
     const int64_t w_mnorm = g.weight(wp + "post_attention_layernorm.weight", {H});
-    const int64_t w_gate = g.weight(wp + "mlp.gate_proj.weight", {F, H});
-    const int64_t w_up = g.weight(wp + "mlp.up_proj.weight", {F, H});
-    const int64_t w_down = g.weight(wp + "mlp.down_proj.weight", {H, F});
+    const int64_t w_gate = tp ? -1 : g.weight(wp + "mlp.gate_proj.weight", {F, H});
+    const int64_t w_up = tp ? -1 : g.weight(wp + "mlp.up_proj.weight", {F, H});
+    const int64_t w_down = tp ? -1 : g.weight(wp + "mlp.down_proj.weight", {H, F});
     const auto b_gate = bias(m.mlp_bias, "mlp.gate_proj.bias", F);
     const auto b_up = bias(m.mlp_bias, "mlp.up_proj.bias", F);
     const auto b_down = bias(m.mlp_bias, "mlp.down_proj.bias", H);
@@ -407,25 +521,30 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
         p.new_buffer(kv_cache_name(l, 'v'), BufferKind::KV_CACHE, kv_dtype, {NKV, C, HD});
 
     // ---- attention ----
-    const Normed xn = normed(h, w_anorm, ap + "attn_norm", ap + "input_layernorm");
+    const Normed xn = tp ? Normed{h, w_anorm, -1}
+                         : normed(h, w_anorm, ap + "attn_norm", ap + "input_layernorm");
     const int64_t q = g.act(ap + "q", {1, QD});
     const int64_t k = g.act(ap + "k", {1, KVD});
     const int64_t v = g.act(ap + "v", {1, KVD});
     // Per projection, each under a counter of its own; or (tiling.attention.qkv_by_group) per
     // head group, the group's q, k and v rows under one counter, which its attention tasks wait
     // for alone: they read only their heads' columns of q, k and v.
+    // A tensor-parallel step's q/k/v are per group always, each group's tiles on its cluster,
+    // normalising that cluster's copy of the hidden vector.
     std::vector<Wait> qkv_group_ready;
-    if (tiling.qkv_by_group) {
+    if (tiling.qkv_by_group || tp) {
       const int64_t n_groups = NKV / kv_heads, group_heads = NH / n_groups;
       for (int64_t gi = 0; gi < n_groups; ++gi) {
         const std::string group = fmt::format("[h{}]", gi);
+        const Normed gxn = tp ? Normed{hs[size_t(cluster_of_group(gi))], w_anorm, -1} : xn;
+        if (tp) g.place(cluster_of_group(gi));
         const int64_t counter = g.shared_counter(ap + "q/k/v" + group + " tiles");
         const int64_t q_rows = group_heads * HD, kv_rows = kv_heads * HD;
-        const int64_t n = normed_range_tiles(xn, w_q, b_q, q, gi * q_rows, q_rows, "q_proj",
+        const int64_t n = normed_range_tiles(gxn, w_q, b_q, q, gi * q_rows, q_rows, "q_proj",
                                              ap + "q_proj" + group, counter) +
-                          normed_range_tiles(xn, w_k, b_k, k, gi * kv_rows, kv_rows, "k_proj",
+                          normed_range_tiles(gxn, w_k, b_k, k, gi * kv_rows, kv_rows, "k_proj",
                                              ap + "k_proj" + group, counter) +
-                          normed_range_tiles(xn, w_v, b_v, v, gi * kv_rows, kv_rows, "v_proj",
+                          normed_range_tiles(gxn, w_v, b_v, v, gi * kv_rows, kv_rows, "v_proj",
                                              ap + "v_proj" + group, counter);
         qkv_group_ready.push_back(Wait{counter, n});
       }
@@ -515,6 +634,7 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
     // that the o_proj tiles merge.
     const int64_t attn = fusion.combine_gemv ? -1 : g.act(ap + "attn", {1, QD});
     int64_t partial_stack = -1;
+    std::vector<Wait> attention_ready;  // the stack's counter, or each cluster's (tiling.tp)
     // KV bytes at the full window: the runtime window is at most this.
     const auto kv_bytes = [&](int64_t len) { return 2 * g.abytes(len * KVD); };
     // One attention task into `out` under `counter` (< 0: its own counter, returned): the plain
@@ -562,11 +682,20 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
       if (counter >= 0) g.mark_ready(attn, Wait{counter, 1});
     } else if (fusion.combine_gemv) {
       // Split-KV into one stack of partials [n_blocks * NH, HD + 2]: block b's task writes slab
-      // b (param m_off), its head group's rows; one counter for every block task.
+      // b (param m_off), its head group's rows; one counter for every block task (in a
+      // tensor-parallel step, one a cluster: its o_proj merges its own heads alone).
       const int64_t n_groups = NKV / kv_heads, group_heads = NH / n_groups;
       partial_stack = g.act(ap + "attn_partials", {n_blocks * NH, HD + 2});
-      const int64_t counter = g.shared_counter(ap + "attention partials");
+      int64_t counter = -1;
       for (int64_t gi = 0; gi < n_groups; ++gi) {
+        if (gi == 0 || cluster_of_group(gi) != cluster_of_group(gi - 1)) {
+          counter = g.shared_counter(
+              ap + "attention partials" +
+              (tp ? fmt::format("[c{}]", cluster_of_group(gi)) : std::string()));
+          attention_ready.push_back(Wait{counter, 0});
+        }
+        attention_ready.back().threshold += n_blocks;
+        g.place(cluster_of_group(gi));
         for (int64_t b = 0; b < n_blocks; ++b) {
           const int64_t len = block_keys(b);
           Params params =
@@ -579,7 +708,7 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
                          kv_bytes(len) / n_groups, 4 * QD * len / n_groups, gi);
         }
       }
-      g.mark_ready(partial_stack, Wait{counter, n_groups * n_blocks});
+      g.mark_ready(partial_stack, attention_ready.front());
     } else {
       // Split-KV (flash decoding): each block's partial [acc | m | l]; blocks past the step's
       // position are empty partials, which the combine weighs as zero. With kv_heads, also split
@@ -664,6 +793,53 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
         }
       }
       if (by_head) g.mark_ready(attn, Wait{attn_counter, n_groups});
+    }
+
+    if (tp) {
+      // Cluster c < PA: o_proj of its heads' merge (their columns of W_o), plus the residual on
+      // cluster 0 and zeros elsewhere, into a partial of the hidden vector; every cluster sums
+      // the partials into its copy. Then cluster c's features: gate/up rows, SwiGLU, down
+      // columns (the residual again on cluster 0 alone), and the same sums.
+      const std::string w_o_name = wp + "self_attn.o_proj.weight";
+      const int64_t heads = NH / PA, K = heads * HD;
+      std::vector<int64_t> o_parts;
+      for (int64_t c = 0; c < PA; ++c) {
+        g.place(c);
+        const std::string tag = fmt::format("[c{}]", c);
+        const int64_t w = g.weight_box(w_o_name, SourceBox{0, H, c * K, K}, tag);
+        const int64_t o = g.act(ap + "attn_partial_sum" + tag, {1, H});
+        g.mark_ready(partial_stack, attention_ready[size_t(c)]);
+        Params merge = ints({{"head_dim", HD},
+                             {"n_heads", NH},
+                             {"m_off", c * heads},
+                             {"kv_len", tiling.kv_run.value_or(*tiling.kv_block)},
+                             {"flags", attention_flags::kRuntimeWindow}});
+        g.tiles(Op::COMBINE_GEMV_ADD_TILE, {partial_stack, w, c == 0 ? hs[0] : zeros}, merge,
+                g.abytes(H), false, o, K, H, tiling.n_tile("o_proj"), ap + "o_proj" + tag);
+        o_parts.push_back(o);
+      }
+      const std::vector<int64_t> h1s = cluster_sums(o_parts, ap + "attn_residual");
+      std::vector<int64_t> d_parts;
+      for (int64_t c = 0; c < P; ++c) {
+        g.place(c);
+        const std::string tag = fmt::format("[c{}]", c);
+        const int64_t f0 = c * F / P, fc = (c + 1) * F / P - f0;
+        const int64_t gate = g.weight_box(wp + "mlp.gate_proj.weight", SourceBox{f0, fc, 0, H}, tag);
+        const int64_t up = g.weight_box(wp + "mlp.up_proj.weight", SourceBox{f0, fc, 0, H}, tag);
+        const int64_t down = g.weight_box(wp + "mlp.down_proj.weight", SourceBox{0, H, f0, fc}, tag);
+        const int64_t act = g.act(ap + "silu_mul" + tag, {1, fc});
+        g.tiles(Op::RMSNORM_GEMV_GLU_TILE, {h1s[size_t(c)], w_mnorm, gate, up}, norm, g.wbytes(H),
+                false, act, H, fc, tiling.n_tile("gate_proj"), ap + "gate_up_proj" + tag,
+                /*n_weights=*/2);
+        const int64_t d = g.act(ap + "mlp_partial_sum" + tag, {1, H});
+        g.tiles(Op::GEMV_ADD_TILE, {act, down, c == 0 ? h1s[0] : zeros}, {}, g.abytes(H), false,
+                d, fc, H, tiling.n_tile("down_proj"), ap + "down_proj" + tag);
+        d_parts.push_back(d);
+      }
+      hs = cluster_sums(d_parts, ap + "mlp_residual");
+      h = hs[0];
+      g.place(-1);
+      continue;
     }
 
     // [gemv, silu_mul, gemv]: o_proj's tiles also write h1 into the layer's output, where the
@@ -794,7 +970,20 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
            ints({{"flags", sample_flags::kSample}}), "sample_argmax", 0, V);
   }
 
-  schedule::assign_sms(p, config, target);
+  if (tp) {
+    // Each cluster's tasks dealt round robin over its SMs (a sum's slice on its rank), the
+    // rest over every cluster's.
+    std::vector<int64_t> next(size_t(P), 0);
+    int64_t next_any = 0;
+    for (size_t i = 0; i < p.tasks.size(); ++i) {
+      const auto& place = g.placements()[i];
+      p.tasks[i].sm = place.cluster < 0 ? next_any++ % (P * CS)
+                      : place.rank >= 0 ? place.cluster * CS + place.rank
+                                        : place.cluster * CS + next[size_t(place.cluster)]++ % CS;
+    }
+  } else {
+    schedule::assign_sms(p, config, target);
+  }
   p.pages = schedule::allocate_pages(p, config.page_allocation);
 
   const ValidationResult v = validate(p);

@@ -16,7 +16,7 @@ bool is_projection(std::string_view name) {
 }
 
 std::string known_archetypes() {
-  std::string s = "gemv, attention, sample_argmax";
+  std::string s = "gemv, attention, sample_argmax, tp";
   for (std::string_view p : kProjections) s += fmt::format(", {}", p);
   return s;
 }
@@ -87,6 +87,18 @@ Tiling resolve_tiling(const ScheduleConfig& config, int64_t default_n_tile) {
       if (t.kv_run && !t.kv_block)
         throw LoweringError("tiling.attention.kv_run strides a split-KV block's keys: it needs "
                             "kv_block");
+    } else if (archetype == "tp") {
+      Tiling::TensorParallel tp;
+      for (const auto& [k, v] : sizes) {
+        if (k != "clusters" && k != "size" && k != "attention")
+          throw LoweringError(fmt::format(
+              "tiling.tp: unknown key '{}' (it takes 'clusters', 'size' and 'attention')", k));
+        if (v < 1) throw LoweringError(fmt::format("tiling.tp.{} must be >= 1, got {}", k, v));
+        (k == "clusters" ? tp.clusters : k == "size" ? tp.size : tp.attention) = v;
+      }
+      if (tp.clusters == 0 || tp.size == 0 || tp.attention == 0)
+        throw LoweringError("tiling.tp: give 'clusters', 'size' and 'attention'");
+      t.tp = tp;
     } else if (archetype == "sample_argmax") {
       t.argmax_n_tile = only_key(archetype, sizes, "N_tile");
     } else if (is_projection(archetype)) {

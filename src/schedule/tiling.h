@@ -31,6 +31,13 @@ struct Tiling {
   // heads' rows (docs/LOWERING.md). Needs the ["rope", "attention"] group.
   bool qkv_by_group = false;
   std::optional<int64_t> argmax_n_tile;  // logits per partial SAMPLE_ARGMAX when set
+  // A tensor-parallel step (docs/CLUSTER_TP.md): `clusters` clusters of `size` SMs, the
+  // attention on the first `attention` of them (each holding n_kv_heads / attention KV heads),
+  // the MLP's features split over all of them.
+  struct TensorParallel {
+    int64_t clusters = 0, size = 0, attention = 0;
+  };
+  std::optional<TensorParallel> tp;
 
   int64_t n_tile(std::string_view projection) const;
   bool has_override(std::string_view projection) const;
@@ -40,7 +47,8 @@ struct Tiling {
 //   {"gemv": {"N_tile": n}, "<projection>": {"N_tile": n},
 //    "attention": {"kv_block": n, "kv_heads": g, "kv_run": r, "qkv_by_group": 0|1},
 //                  (kv_block and/or kv_heads, or qkv_by_group alone; kv_run needs kv_block)
-//    "sample_argmax": {"N_tile": n}}  (partial argmaxes of n logits, then a reduce)
+//    "sample_argmax": {"N_tile": n},  (partial argmaxes of n logits, then a reduce)
+//    "tp": {"clusters": P, "size": C, "attention": Pa}}  (all three)
 Tiling resolve_tiling(const ScheduleConfig& config, int64_t default_n_tile);
 
 }  // namespace amk::schedule

@@ -48,6 +48,9 @@ std::vector<std::string> searched_knobs() {
   std::vector<std::string> names;
   for (const KnobSpec& k : schedule_knob_space()) {
     if (k.name == "tiling.gemv.N_tile") continue;  // every projection has its own
+    // The tensor-parallel step is proposed once its clusters hand off in shared memory
+    // (docs/CLUSTER_TP.md stage 3); through global memory it only measures the hops.
+    if (k.name.starts_with("tiling.tp.")) continue;
     if (k.kind == KnobKind::GroupSet) {
       // gemv+silu_mul+gemv lowers and runs on the reference VM, but the CUDA VM has no device
       // code for it (bench/attempts/glu-down-device.patch: +9.4 % on the H200 as built), so a
