@@ -28,6 +28,9 @@ constexpr int64_t kContext = 12;
 
 struct Split {
   int64_t clusters, size, attention;
+  // o_proj's and down_proj's tiles one slice of the sums wide: a counter a tile, each slice's
+  // sum waiting for its own tiles alone.
+  bool slice_tiles = false;
 };
 
 // The fused step the tensor-parallel lowering needs (o_proj merging 3 split-KV blocks of 4
@@ -38,6 +41,11 @@ ScheduleConfig fused_step(std::optional<Split> tp) {
   if (tp)
     c.tiling.push_back(
         {"tp", {{"clusters", tp->clusters}, {"size", tp->size}, {"attention", tp->attention}}});
+  if (tp && tp->slice_tiles) {
+    const int64_t slice = 64 / tp->size;  // the fixtures' hidden size is 64
+    c.tiling.push_back({"o_proj", {{"N_tile", slice}}});
+    c.tiling.push_back({"down_proj", {{"N_tile", slice}}});
+  }
   c.fusion_grouping = {{"rmsnorm", "gemv"},
                        {"gemv", "silu_mul"},
                        {"gemv", "add"},
@@ -77,9 +85,10 @@ TEST_P(TensorParallel, KeepsTheLogitsAndPlacesEveryTaskOnItsCluster) {
   const Program plain = lower(m, fused_step(std::nullopt), h100(), kContext);
   // Both KV heads' attention on one cluster or one each; 2 or 3 clusters of 2 or 3 SMs (the
   // hidden vector of 64 in slices of 32 or 24, the MLP's features split unevenly by 3).
-  for (const Split split : {Split{2, 2, 2}, Split{2, 3, 1}, Split{3, 2, 1}, Split{1, 4, 1}}) {
-    SCOPED_TRACE(fmt::format("{} clusters of {}, attention on {}", split.clusters, split.size,
-                             split.attention));
+  for (const Split split : {Split{2, 2, 2}, Split{2, 3, 1}, Split{3, 2, 1}, Split{1, 4, 1},
+                           Split{2, 2, 2, true}, Split{3, 4, 1, true}}) {
+    SCOPED_TRACE(fmt::format("{} clusters of {}, attention on {}{}", split.clusters, split.size,
+                             split.attention, split.slice_tiles ? ", a counter a slice" : ""));
     const Program p = lower(m, fused_step(split), h100(), kContext);
     const ValidationResult v = validate(p);
     ASSERT_TRUE(v.ok && v.warnings.empty()) << v.report();
@@ -118,6 +127,10 @@ TEST_P(TensorParallel, KeepsTheLogitsAndPlacesEveryTaskOnItsCluster) {
                                                 ? split.attention
                                                 : split.clusters)
             << t.label;
+        // One wait a partial: for the tile of this slice (threshold 1), or for all its tiles.
+        EXPECT_EQ(t.waits.size(), t.inputs.size()) << t.label;
+        for (const Wait& w : t.waits)
+          EXPECT_EQ(w.threshold, split.slice_tiles ? 1 : (m.hidden_size + 7) / 8) << t.label;
       }
       if (t.op == Op::COMBINE_GEMV_ADD_TILE) {
         ++o_tiles;
@@ -132,7 +145,8 @@ TEST_P(TensorParallel, KeepsTheLogitsAndPlacesEveryTaskOnItsCluster) {
     }
     const int64_t n_slices = (m.hidden_size + slice - 1) / slice;
     EXPECT_EQ(sums, 2 * L * split.clusters * n_slices);
-    EXPECT_EQ(o_tiles, L * split.attention * ((m.hidden_size + 7) / 8));
+    EXPECT_EQ(o_tiles, L * split.attention *
+                           (split.slice_tiles ? n_slices : (m.hidden_size + 7) / 8));
     // Teacher-forced against transformers' logits and the unsplit program's.
     ReferenceDecoder a(ck, plain), b(ck, p);
     for (int64_t i = 0; i < kContext; ++i) {

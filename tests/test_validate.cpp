@@ -408,6 +408,47 @@ TEST(ValidateParams, RangedShardSumsAreTilesOfTheirOutput) {
   EXPECT_TRUE(Rejected(program({{0, -1}, {4, 4}}), "a ranged shard sum takes both n_off and N_tile"));
 }
 
+// A ranged shard sum reads only its slice of every shard (read_region), so slice r of a
+// tensor-parallel step's sum waits for the tiles that wrote slice r of each partial alone, each
+// under a counter of its own; waiting for another slice's tiles races, and an unranged sum
+// still reads every slice.
+TEST(ValidateRaces, ARangedShardSumWaitsOnlyForItsSlicesWriters) {
+  const auto program = [](int64_t slice_waited, bool ranged) {
+    Program p;
+    const int64_t x = p.new_buffer("x", BufferKind::IO_INPUT, DType::F32, {1, 4});
+    const int64_t w = p.new_buffer("w", BufferKind::WEIGHT, DType::F32, {8, 4}, MemSpace::HBM,
+                                   "w");
+    const int64_t y = p.new_buffer("y", BufferKind::IO_OUTPUT, DType::F32, {1, 8});
+    std::vector<int64_t> parts;
+    int64_t counters[2][2];  // [part][slice]
+    for (int64_t part = 0; part < 2; ++part) {
+      parts.push_back(p.new_buffer("part" + std::to_string(part), BufferKind::ACTIVATION,
+                                   DType::F32, {1, 8}, MemSpace::GLOBAL_SCRATCH));
+      for (int64_t slice = 0; slice < 2; ++slice) {
+        counters[part][slice] = p.new_counter("tile");
+        p.add_task(Op::GEMV_TILE, {x, w}, {parts.back()}, counters[part][slice], {},
+                   gemv_params(4, 4, 4 * slice), "tile");
+      }
+    }
+    const int64_t sums = p.new_counter("sums");
+    for (int64_t slice = 0; slice < 2; ++slice) {
+      Params prm;
+      if (ranged) {
+        prm.set_int("n_off", 4 * slice);
+        prm.set_int("N_tile", 4);
+      }
+      const int64_t waited = slice == 1 ? slice_waited : 0;
+      p.add_task(Op::ALLREDUCE_SHARD, parts, {y}, sums,
+                 {{counters[0][waited], 1}, {counters[1][waited], 1}}, prm, "sum");
+      if (!ranged) break;
+    }
+    return validate(p);
+  };
+  EXPECT_TRUE(Accepted(program(1, true)));
+  EXPECT_TRUE(Rejected(program(0, true), "reads buffer #3 ('part0') but writer task(s)"));
+  EXPECT_TRUE(Rejected(program(0, false), "reads buffer #3 ('part0') but writer task(s)"));
+}
+
 // An attention task with a head range reads only its heads' columns of q (read_region): it
 // must be ordered after the q tiles that write them, and need not be ordered against the others
 // (issue 9's "attention waits only for its own heads' q"). Writers of its columns that it is

@@ -71,7 +71,8 @@ WriteRegion write_region(const Program& program, const Task& task, int64_t buffe
 // an attention task with a head range (ATTENTION_TILE, ROPE_KV_ATTENTION_TILE), which reads its
 // query heads' columns of q and (the fused op) its KV heads' of the new k and v rows, and a
 // COMBINE_GEMV_ADD_TILE merging heads from m_off, which reads those heads' rows of every slab of
-// its [S * n_heads, head_dim + 2] stack. The race check then orders the read against the
+// its [S * n_heads, head_dim + 2] stack, and a ranged ALLREDUCE_SHARD, which reads its elements
+// [n_off, n_off + N_tile) of every shard. The race check then orders the read against the
 // writers of that part only (race_check.cpp).
 WriteRegion read_region(const Program& program, const Task& task, int64_t buffer);
 

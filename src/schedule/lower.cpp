@@ -471,15 +471,41 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
     zeros = p.new_buffer("zeros", BufferKind::CONST, A, {1, H}, MemSpace::HBM,
                          std::string(kZerosSource));
   }
-  // Cluster p's sum of the partials `parts` (each [1, H]): CTA r of every cluster sums slice r
-  // into that cluster's copy, so each copy is written inside its cluster.
-  const auto cluster_sums = [&](const std::vector<int64_t>& parts, const std::string& name) {
+  // The tiles of a cluster's partial of the hidden vector (`out`, [1, H]); returns, per slice of
+  // the sums, the wait that makes it readable. Tiles as wide as a slice signal a counter each,
+  // so a slice's sum waits for the one tile that wrote it (ALLREDUCE_SHARD's read region).
+  const auto partial_tiles = [&](Op op, std::vector<int64_t> inputs, const Params& extra,
+                                 int64_t extra_bytes, int64_t out, int64_t K,
+                                 const std::string& proj, const std::string& label) {
+    const int64_t tile = tiling.n_tile(proj);
+    std::vector<Wait> ready;
+    if (tile != slice4) {
+      g.tiles(op, std::move(inputs), extra, extra_bytes, false, out, K, H, tile, label);
+      const int64_t counter = p.tasks.back().out_counter;
+      ready.assign(size_t(n_slices), Wait{counter, (H + tile - 1) / tile});
+      return ready;
+    }
+    for (int64_t r = 0; r < n_slices; ++r) {
+      const int64_t counter = g.shared_counter(fmt::format("{}[s{}] tile", label, r));
+      g.range_tiles(op, inputs, extra, extra_bytes, false, out, K, r * slice4,
+                    std::min(H, (r + 1) * slice4), tile, fmt::format("{}[s{}]", label, r), counter);
+      ready.push_back(Wait{counter, 1});
+    }
+    return ready;
+  };
+  // Cluster p's sum of the partials `parts` (each [1, H]; `ready[q][r]`: the wait for slice r
+  // of part q): CTA r of every cluster sums slice r into that cluster's copy, so each copy is
+  // written inside its cluster.
+  const auto cluster_sums = [&](const std::vector<int64_t>& parts,
+                                const std::vector<std::vector<Wait>>& ready,
+                                const std::string& name) {
     std::vector<int64_t> out;
     for (int64_t c = 0; c < P; ++c) {
       const int64_t sum = g.act(fmt::format("{}[c{}]", name, c), {1, H});
       const int64_t counter = g.shared_counter(fmt::format("{}[c{}] slices", name, c));
       for (int64_t r = 0; r < n_slices; ++r) {
         const int64_t off = r * slice4, width = std::min(slice4, H - off);
+        for (size_t q = 0; q < parts.size(); ++q) g.mark_ready(parts[q], ready[q][size_t(r)]);
         g.place(c, r);
         g.shared_task(Op::ALLREDUCE_SHARD, parts, sum, counter,
                       ints({{"n_off", off}, {"N_tile", width}}),
@@ -803,6 +829,7 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
       const std::string w_o_name = wp + "self_attn.o_proj.weight";
       const int64_t heads = NH / PA, K = heads * HD;
       std::vector<int64_t> o_parts;
+      std::vector<std::vector<Wait>> o_ready;
       for (int64_t c = 0; c < PA; ++c) {
         g.place(c);
         const std::string tag = fmt::format("[c{}]", c);
@@ -814,12 +841,14 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
                              {"m_off", c * heads},
                              {"kv_len", tiling.kv_run.value_or(*tiling.kv_block)},
                              {"flags", attention_flags::kRuntimeWindow}});
-        g.tiles(Op::COMBINE_GEMV_ADD_TILE, {partial_stack, w, c == 0 ? hs[0] : zeros}, merge,
-                g.abytes(H), false, o, K, H, tiling.n_tile("o_proj"), ap + "o_proj" + tag);
+        o_ready.push_back(partial_tiles(Op::COMBINE_GEMV_ADD_TILE,
+                                        {partial_stack, w, c == 0 ? hs[0] : zeros}, merge,
+                                        g.abytes(H), o, K, "o_proj", ap + "o_proj" + tag));
         o_parts.push_back(o);
       }
-      const std::vector<int64_t> h1s = cluster_sums(o_parts, ap + "attn_residual");
+      const std::vector<int64_t> h1s = cluster_sums(o_parts, o_ready, ap + "attn_residual");
       std::vector<int64_t> d_parts;
+      std::vector<std::vector<Wait>> d_ready;
       for (int64_t c = 0; c < P; ++c) {
         g.place(c);
         const std::string tag = fmt::format("[c{}]", c);
@@ -832,11 +861,12 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
                 false, act, H, fc, tiling.n_tile("gate_proj"), ap + "gate_up_proj" + tag,
                 /*n_weights=*/2);
         const int64_t d = g.act(ap + "mlp_partial_sum" + tag, {1, H});
-        g.tiles(Op::GEMV_ADD_TILE, {act, down, c == 0 ? h1s[0] : zeros}, {}, g.abytes(H), false,
-                d, fc, H, tiling.n_tile("down_proj"), ap + "down_proj" + tag);
+        d_ready.push_back(partial_tiles(Op::GEMV_ADD_TILE, {act, down, c == 0 ? h1s[0] : zeros},
+                                        {}, g.abytes(H), d, fc, "down_proj",
+                                        ap + "down_proj" + tag));
         d_parts.push_back(d);
       }
-      hs = cluster_sums(d_parts, ap + "mlp_residual");
+      hs = cluster_sums(d_parts, d_ready, ap + "mlp_residual");
       h = hs[0];
       g.place(-1);
       continue;
