@@ -564,7 +564,7 @@ TEST(FusedAttentionSplit, QkvByGroupIsCheckedAndNeedsTheFusedAttention) {
   c.fusion_grouping.push_back({"rope", "attention"});
   EXPECT_EQ(error(c), "<no error>");
   c.tiling.back().second.back().second = 2;
-  EXPECT_NE(error(c).find("qkv_by_group must be 0 (per projection) or 1"), std::string::npos)
+  EXPECT_NE(error(c).find("tiling.attention.qkv_by_group must be <= 1, got 2"), std::string::npos)
       << error(c);
   // With a bias on q/k/v (as Qwen2 has), each tile carries its rows' bias.
   ModelConfig biased = ck.config();
