@@ -19,6 +19,8 @@
 #include "amk/model_config.h"
 #include "amk/model_presets.h"
 #include "amk/op_traits.h"
+#include "amk/validate.h"
+#include "support/tp_programs.h"
 #include "vm/cuda/ops/gemv_strips.h"
 
 namespace {
@@ -553,19 +555,104 @@ TEST(Marshal, TaskRecordsRefuseInconsistentGemvOperands) {
   }
 }
 
-// A merge of some heads (COMBINE_GEMV_ADD_TILE's m_off, IR 0.12.0) has no device code yet: the
-// loader refuses it by name rather than merging every head.
-TEST(Marshal, AHeadRangedMergeIsRefusedUntilTheDeviceTakesIt) {
+// A merge of some heads (COMBINE_GEMV_ADD_TILE's m_off, IR 0.12.0: a tensor-parallel cluster's
+// o_proj, docs/CLUSTER_TP.md): the loader takes heads [m_off, m_off + K / head_dim) within n_heads
+// (the program the GPU tests run, and the last three heads), and refuses a merge that is not
+// whole heads or passes the last head, by name. The lowering's merge of every head (smollm2-135m's
+// 9) still passes, and from head 1 it would pass the last.
+TEST(Marshal, TaskRecordsCheckAHeadRangedMerge) {
+  const amk::testing::HeadMergeProgram h =
+      amk::testing::head_merge_program(64, 9, 2, 64, 32, {{2, 3}});
+  ASSERT_TRUE(validate(h.program).ok) << validate(h.program).report();
+  const MarshalledProgram base = cuda::marshal(h.program, h100_limits());
+  const size_t i = first_of(base, Op::COMBINE_GEMV_ADD_TILE);
+  EXPECT_EQ(base.instructions[i].params.m_off, 2);
+  EXPECT_EQ(base.instructions[i].params.K, 3 * 64);
+  const int32_t parts = base.instructions[i].inputs[0];
+  expect_refusals(
+      base,
+      {{[&](MarshalledProgram& m, auto&) { m.instructions[i].params.m_off = 7; },
+        "K 192 is not a whole number of heads of head_dim 64 from head m_off 7 within n_heads 9"},
+       {[&](MarshalledProgram& m, auto&) { m.instructions[i].params.m_off = -1; },
+        "from head m_off -1 within n_heads 9"},
+       {[&](MarshalledProgram& m, auto&) { m.instructions[i].params.K = 200; },
+        "K 200 is not a whole number of heads of head_dim 64"},
+       {[&](MarshalledProgram& m, auto&) { m.instructions[i].params.head_dim = 62; },
+        "head_dim 62 must be a multiple of 4"},
+       {[&](MarshalledProgram&, auto& table) { table[size_t(parts)].numel -= 1; },
+        "must be an 8-byte aligned F32 stack of [9, 66] slabs"}},
+      fmt::format("instruction {} (COMBINE_GEMV_ADD_TILE): ", i));
+  MarshalledProgram last = base;
+  last.instructions[i].params.m_off = 6;
+  EXPECT_EQ(records_error(last, stand_in_table(last)), "");
+  // The GPU tests' other programs: merges of heads [2, 5), [5, 8) and all 9, head_dim 64 and 128.
+  for (const int64_t head_dim : {64, 128}) {
+    const amk::testing::HeadMergeProgram three =
+        amk::testing::head_merge_program(head_dim, 9, 3, 64, 32, {{2, 3}, {5, 3}, {0, 9}});
+    ASSERT_TRUE(validate(three.program).ok) << validate(three.program).report();
+    const MarshalledProgram m = cuda::marshal(three.program, h100_limits());
+    EXPECT_EQ(records_error(m, stand_in_table(m)), "") << head_dim;
+  }
+
   const ModelConfig smol =
       parse_model_config(model_preset_config("smollm2-135m", "bfloat16"), "smollm2-135m");
   const GpuTarget& h100 = *find_target("h100");
   const Program p = lower(smol, default_schedule_config(smol, h100, 512), h100, 512, DType::BF16);
-  const MarshalledProgram base = cuda::marshal(p, h100_limits());
-  const size_t i = first_of(base, Op::COMBINE_GEMV_ADD_TILE);
-  expect_refusals(base,
-                  {{[&](MarshalledProgram& m, auto&) { m.instructions[i].params.m_off = 1; },
-                    "the merge of heads from m_off 1 has no device code yet"}},
-                  fmt::format("instruction {} (COMBINE_GEMV_ADD_TILE): ", i));
+  const MarshalledProgram lowered = cuda::marshal(p, h100_limits());
+  const size_t j = first_of(lowered, Op::COMBINE_GEMV_ADD_TILE);
+  expect_refusals(lowered,
+                  {{[&](MarshalledProgram& m, auto&) { m.instructions[j].params.m_off = 1; },
+                    "K 576 is not a whole number of heads of head_dim 64 from head m_off 1 within "
+                    "n_heads 9"}},
+                  fmt::format("instruction {} (COMBINE_GEMV_ADD_TILE): ", j));
+}
+
+// Ranged shard sums (ALLREDUCE_SHARD with n_off / N_tile, a tensor-parallel step's partial sums):
+// the loader takes two ranges of a 576-wide vector under one counter and a whole sum of 8 shards
+// (the programs the GPU tests run), and refuses by name a shard or output that is not F32, one
+// of another size, and a range outside the shards, n_off without N_tile included (both marshal
+// as 0 when absent, and N_tile 0 is the whole vector to the device).
+TEST(Marshal, TaskRecordsCheckShardSums) {
+  const amk::testing::ShardSumProgram s =
+      amk::testing::shard_sum_program(576, 3, {{0, 256}, {256, 320}});
+  ASSERT_TRUE(validate(s.program).ok) << validate(s.program).report();
+  const MarshalledProgram base = cuda::marshal(s.program, h100_limits());
+  ASSERT_EQ(base.instructions.size(), 2u);
+  EXPECT_EQ(base.instructions[1].params.n_off, 256);
+  EXPECT_EQ(base.instructions[1].params.N_tile, 320);
+  const int32_t shard1 = base.instructions[0].inputs[1];
+  const int32_t out = base.instructions[0].outputs[0];
+  expect_refusals(
+      base,
+      {{[&](MarshalledProgram& m, auto&) { m.instructions[1].params.N_tile = 321; },
+        "instruction 1 (ALLREDUCE_SHARD): the range n_off 256, N_tile 321 does not lie in the "
+        "shards' 576 elements"},
+       {[&](MarshalledProgram& m, auto&) { m.instructions[0].params.n_off = -4; },
+        "the range n_off -4, N_tile 256 does not lie"},
+       {[&](MarshalledProgram& m, auto&) { m.instructions[1].params.N_tile = 0; },
+        "the range n_off 256, N_tile 0 does not lie"},
+       {[&](MarshalledProgram&, auto& table) { table[size_t(shard1)].dtype = AMK_DTYPE_BF16; },
+        "input 1 (a shard) [1, 576] is BF16; the CUDA VM sums F32 shards into an F32 output"},
+       {[&](MarshalledProgram&, auto& table) { table[size_t(out)].dtype = AMK_DTYPE_I32; },
+        "output 0 [1, 576] is I32"},
+       {[&](MarshalledProgram&, auto& table) { table[size_t(shard1)].numel = 512; },
+        "input 1 (a shard) [1, 576] has 512 elements, shard 0 576"},
+       {[&](MarshalledProgram&, auto& table) { table[size_t(out)].numel = 600; },
+        "output 0 [1, 576] has 600 elements, shard 0 576"},
+       {[&](MarshalledProgram& m, auto&) { m.instructions[0].n_inputs = 0; },
+        "0 shards and 1 outputs: it sums 1 to 8 shards into one output"}},
+      "(ALLREDUCE_SHARD): ");
+
+  const amk::testing::ShardSumProgram whole = amk::testing::shard_sum_program(4096, 8, {});
+  ASSERT_TRUE(validate(whole.program).ok) << validate(whole.program).report();
+  const MarshalledProgram all = cuda::marshal(whole.program, h100_limits());
+  EXPECT_EQ(all.instructions[0].params.N_tile, 0);
+  EXPECT_EQ(records_error(all, stand_in_table(all)), "");
+  // A range whose ends are not float4-aligned (the device's scalar ends).
+  const amk::testing::ShardSumProgram ragged = amk::testing::shard_sum_program(576, 3, {{1, 574}});
+  ASSERT_TRUE(validate(ragged.program).ok) << validate(ragged.program).report();
+  const MarshalledProgram r = cuda::marshal(ragged.program, h100_limits());
+  EXPECT_EQ(records_error(r, stand_in_table(r)), "");
 }
 
 // The attention tiles' operands are the loader's to check (attention_tile_check.cpp), as the

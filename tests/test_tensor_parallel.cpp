@@ -144,7 +144,18 @@ TEST_P(TensorParallel, KeepsTheLogitsAndPlacesEveryTaskOnItsCluster) {
       }
     }
     const int64_t n_slices = (m.hidden_size + slice - 1) / slice;
-    EXPECT_EQ(sums, 2 * L * split.clusters * n_slices);
+    // The attention's sum into every cluster's copy, the MLP's into the next layer's attention
+    // clusters' (the last layer's into cluster 0's alone).
+    EXPECT_EQ(sums, (L * split.clusters + (L - 1) * split.attention + 1) * n_slices);
+    // Nothing computed that nobody reads: every activation written is read (the CUDA VM's
+    // on-device loop needs the step to end in its one sink, the sampled token).
+    std::set<int64_t> read;
+    for (const Task& t : p.tasks) read.insert(t.inputs.begin(), t.inputs.end());
+    for (const Task& t : p.tasks)
+      for (const int64_t b : t.outputs)
+        if (p.buffers[size_t(b)].kind == BufferKind::ACTIVATION)
+          EXPECT_TRUE(read.contains(b)) << t.label << " writes " << p.buffers[size_t(b)].name
+                                        << ", which no task reads";
     EXPECT_EQ(o_tiles, L * split.attention *
                            (split.slice_tiles ? n_slices : (m.hidden_size + 7) / 8));
     // Teacher-forced against transformers' logits and the unsplit program's.

@@ -462,7 +462,7 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
   const bool tp = tiling.tp.has_value();
   const int64_t P = tp ? tiling.tp->clusters : 1, CS = tp ? tiling.tp->size : 1;
   const int64_t PA = tp ? tiling.tp->attention : 1;
-  std::vector<int64_t> hs(size_t(P), h);  // cluster p's hidden vector
+  std::vector<int64_t> hs(size_t(P), h);  // cluster p's hidden vector (p < PA after layer 0)
   int64_t zeros = -1;                     // the residual of every cluster's partial but the first
   // The slices of the hidden vector the clusters' sums write, one a CTA: multiples of 4 floats.
   const int64_t slice = tp ? (H + CS - 1) / CS : H;
@@ -493,14 +493,14 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
     }
     return ready;
   };
-  // Cluster p's sum of the partials `parts` (each [1, H]; `ready[q][r]`: the wait for slice r
-  // of part q): CTA r of every cluster sums slice r into that cluster's copy, so each copy is
-  // written inside its cluster.
+  // The sum of the partials `parts` (each [1, H]; `ready[q][r]`: the wait for slice r of part
+  // q) into a copy for each of the first `copies` clusters, those that read it: CTA r of such a
+  // cluster sums slice r, so each copy is written inside its cluster.
   const auto cluster_sums = [&](const std::vector<int64_t>& parts,
                                 const std::vector<std::vector<Wait>>& ready,
-                                const std::string& name) {
+                                const std::string& name, int64_t copies) {
     std::vector<int64_t> out;
-    for (int64_t c = 0; c < P; ++c) {
+    for (int64_t c = 0; c < copies; ++c) {
       const int64_t sum = g.act(fmt::format("{}[c{}]", name, c), {1, H});
       const int64_t counter = g.shared_counter(fmt::format("{}[c{}] slices", name, c));
       for (int64_t r = 0; r < n_slices; ++r) {
@@ -846,7 +846,8 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
                                         g.abytes(H), o, K, "o_proj", ap + "o_proj" + tag));
         o_parts.push_back(o);
       }
-      const std::vector<int64_t> h1s = cluster_sums(o_parts, o_ready, ap + "attn_residual");
+      // Every cluster's MLP reads the attention's sum.
+      const std::vector<int64_t> h1s = cluster_sums(o_parts, o_ready, ap + "attn_residual", P);
       std::vector<int64_t> d_parts;
       std::vector<std::vector<Wait>> d_ready;
       for (int64_t c = 0; c < P; ++c) {
@@ -866,7 +867,10 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
                                         ap + "down_proj" + tag));
         d_parts.push_back(d);
       }
-      hs = cluster_sums(d_parts, d_ready, ap + "mlp_residual");
+      // The MLP's sum is read by the next layer's attention clusters (cluster 0's o_proj adds
+      // it as the residual), after the last layer by the final norm alone: no copy nobody reads.
+      const bool last = l + 1 == m.num_hidden_layers;
+      hs = cluster_sums(d_parts, d_ready, ap + "mlp_residual", last ? 1 : PA);
       h = hs[0];
       g.place(-1);
       continue;

@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -32,6 +34,7 @@
 #include "amk/reference_vm.h"
 #include "amk/validate.h"
 #include "gpu/gpu_support.h"
+#include "support/tp_programs.h"
 
 namespace {
 
@@ -440,6 +443,157 @@ TEST(CudaVm, StaticStridedWindowMatchesReference) {
     // l (element 65 of head 0's partial) sums over 192 keys, not over the first run's 64.
     const std::vector<float> one_run = reference(program(0));
     EXPECT_GT(std::abs(want[65] - one_run[65]), 1e-3f * std::abs(want[65]));
+  }
+}
+
+// ---- (d4) a tensor-parallel step's device paths (docs/CLUSTER_TP.md) ----------------------------
+// Shard sums (ALLREDUCE_SHARD) against the reference VM: two tasks under one counter, on two SMs,
+// each summing a range of 3 shards (n_off 0 / N_tile 256 and 256 / 320 of a 576-wide vector:
+// float4 loads), one range whose ends are not float4-aligned (n_off 1, N_tile 574: a scalar
+// head and tail; elements 0 and 575 stay as they were), and a whole sum of 8 shards of 4096.
+TEST(CudaVm, ShardSumsMatchReference) {
+  AMK_REQUIRE_GPU();
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  struct Case {
+    const char* label;
+    int64_t n;
+    int shards;
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+  };
+  const std::vector<Case> cases{
+      {"3 shards, ranges [0, 256) and [256, 576)", 576, 3, {{0, 256}, {256, 320}}},
+      {"3 shards, range [1, 575)", 576, 3, {{1, 574}}},
+      {"8 shards, the whole vector", 4096, 8, {}}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.label);
+    const amk::testing::ShardSumProgram s =
+        amk::testing::shard_sum_program(k.n, k.shards, k.ranges);
+    ASSERT_TRUE(validate(s.program).ok) << validate(s.program).report();
+    ReferenceVM ref(s.program);
+    CudaVM vm(s.program);
+    for (const int64_t id : s.shards) {
+      std::vector<float> v(static_cast<size_t>(k.n));
+      for (float& x : v) x = normal(rng);
+      const Tensor t = Tensor::from_floats(DType::F32, {1, k.n}, v);
+      ref.set_buffer(id, t);
+      vm.set_buffer(id, t);
+    }
+    const VmRunResult rr = ref.run();
+    ASSERT_TRUE(rr.ok()) << rr.message;
+    const CudaRunResult r = vm.run(0);
+    ASSERT_TRUE(r.ok()) << name_of(r.status) << ": " << r.message;
+    const std::vector<float> want = ref.buffer(s.out).to_floats();
+    const std::vector<float> got = vm.read_buffer(s.out).to_floats();
+    ASSERT_EQ(got.size(), want.size());
+    // The ranges' elements: fp32 adds in input order against the reference's one rounding of
+    // the exact sum. The others are left as the VM allocated them (zeros; the reference VM's
+    // start as NaN).
+    std::vector<bool> summed(got.size(), k.ranges.empty());
+    for (const auto& [off, len] : k.ranges)
+      std::fill(summed.begin() + off, summed.begin() + off + len, true);
+    for (size_t j = 0; j < got.size(); ++j) {
+      if (summed[j])
+        ASSERT_NEAR(got[j], want[j], 1e-5f * (1.0f + std::abs(want[j]))) << "element " << j;
+      else
+        ASSERT_EQ(got[j], 0.0f) << "element " << j << " is outside the ranges";
+    }
+  }
+}
+
+// o_proj tiles merging some heads of a stack of 3 slabs of split-KV partials of 9 heads
+// (COMBINE_GEMV_ADD_TILE with m_off: a tensor-parallel cluster's heads) against the reference
+// VM, with head_dim 64 and 128: heads [2, 5), then on the same CTA heads [5, 8) and all 9 from
+// the same stack (the CTA's x cache must not hand the second merge the first one's x). One
+// partial of head 3 is empty (m = -inf, l = 0), as a block past the window writes it.
+TEST(CudaVm, HeadRangedMergeMatchesReference) {
+  AMK_REQUIRE_GPU();
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> uniform(0.5f, 2.0f);
+  const int64_t n_heads = 9, slabs = 3, n = 64;
+  for (const int64_t head_dim : {64, 128}) {
+    SCOPED_TRACE("head_dim " + std::to_string(head_dim));
+    const amk::testing::HeadMergeProgram h = amk::testing::head_merge_program(
+        head_dim, n_heads, slabs, n, 32, {{2, 3}, {5, 3}, {0, 9}});
+    ASSERT_TRUE(validate(h.program).ok) << validate(h.program).report();
+    ReferenceVM ref(h.program);
+    CudaVM vm(h.program);
+    const auto set = [&](int64_t id, const Tensor& t) {
+      ref.set_buffer(id, t);
+      vm.set_buffer(id, t);
+    };
+    const int64_t width = head_dim + 2;
+    std::vector<float> parts(size_t(slabs * n_heads * width));
+    for (int64_t row = 0; row < slabs * n_heads; ++row) {
+      float* r = parts.data() + row * width;
+      for (int64_t d = 0; d < head_dim; ++d) r[d] = normal(rng);
+      r[head_dim] = normal(rng);       // m
+      r[head_dim + 1] = uniform(rng);  // l
+    }
+    float* empty = parts.data() + (1 * n_heads + 3) * width;
+    std::fill(empty, empty + head_dim, 0.0f);
+    empty[head_dim] = -std::numeric_limits<float>::infinity();
+    empty[head_dim + 1] = 0.0f;
+    set(h.parts, Tensor::from_floats(DType::F32, {slabs * n_heads, width}, parts));
+    for (size_t k = 0; k < h.weights.size(); ++k) {
+      const Buffer& w = h.program.buffers[size_t(h.weights[k])];
+      std::vector<float> wv(size_t(w.numel()));
+      for (float& x : wv) x = 0.1f * normal(rng);
+      set(h.weights[k], Tensor::from_floats(DType::BF16, w.shape, wv));
+      std::vector<float> res(static_cast<size_t>(n));
+      for (float& x : res) x = normal(rng);
+      set(h.residuals[k], Tensor::from_floats(DType::F32, {1, n}, res));
+    }
+    const VmRunResult rr = ref.run();
+    ASSERT_TRUE(rr.ok()) << rr.message;
+    const CudaRunResult r = vm.run(0);
+    ASSERT_TRUE(r.ok()) << name_of(r.status) << ": " << r.message;
+    for (size_t k = 0; k < h.outputs.size(); ++k) {
+      SCOPED_TRACE("merge " + std::to_string(k));
+      const std::vector<float> want = ref.buffer(h.outputs[k]).to_floats();
+      const std::vector<float> got = vm.read_buffer(h.outputs[k]).to_floats();
+      ASSERT_EQ(got.size(), want.size());
+      float widest = 0, scale = 0;
+      for (size_t j = 0; j < got.size(); ++j) {
+        ASSERT_TRUE(std::isfinite(got[j])) << j;
+        widest = std::max(widest, std::abs(got[j] - want[j]));
+        scale = std::max(scale, std::abs(want[j]));
+      }
+      EXPECT_LE(widest, 1e-4f * scale) << "max |gpu - ref| " << widest << " of " << scale;
+    }
+  }
+}
+
+// A tensor-parallel step end to end (tiling.tp, docs/CLUSTER_TP.md stage 2): the fixtures lowered
+// in clusters, each cluster's o_proj merging its own heads (m_off) and every cluster summing the
+// partials into its copy of the hidden vector (ranged ALLREDUCE_SHARD, slices of 32 or 24),
+// decoded teacher-forced on the GPU against the reference VM on the same program.
+TEST(CudaVm, TensorParallelStepMatchesReference) {
+  AMK_REQUIRE_GPU();
+  struct Split {
+    int64_t clusters, size, attention;
+  };
+  for (const char* name : kFixtures) {
+    const Checkpoint ck = Checkpoint::open(fixture_dir(name));
+    const ExpectedOutputs e = load_expected(fixture_dir(name) / "expected.safetensors");
+    for (const Split split : {Split{2, 2, 2}, Split{3, 2, 1}, Split{2, 3, 1}}) {
+      const std::string label = fmt::format("{} / {} clusters of {}, attention on {}", name,
+                                            split.clusters, split.size, split.attention);
+      SCOPED_TRACE(label);
+      ScheduleConfig config;
+      config.tiling = {{"gemv", {{"N_tile", 8}}},
+                       {"attention", {{"kv_block", 8}, {"kv_heads", 1}}},
+                       {"tp",
+                        {{"clusters", split.clusters},
+                         {"size", split.size},
+                         {"attention", split.attention}}}};
+      config.fusion_grouping = {{"rmsnorm", "gemv"}, {"gemv", "silu_mul"}, {"gemv", "add"},
+                                {"rope", "attention"}, {"attention_combine", "gemv"}};
+      config.sm_assignment = std::string("round_robin");
+      std::cout << label << ":\n";
+      expect_matches_reference(ck, lower_fixture(ck, config, DType::BF16), e.sequence_ids);
+    }
   }
 }
 

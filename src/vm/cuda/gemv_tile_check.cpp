@@ -45,15 +45,17 @@ std::string operand_error(const amk_task_record_t& r, const MegakernelLayout& la
   const amk_buffer_t& out = r.desc[inst.n_inputs];
   int64_t rows = 1;
   if (combine) {
-    if (p.m_off != 0)
-      return fmt::format("the merge of heads from m_off {} has no device code yet (the CUDA VM "
-                         "merges every head)",
-                         p.m_off);
+    // x merges heads [m_off, m_off + K / head_dim) of every slab (m_off 0 and K = n_heads x
+    // head_dim: every head; m_off, IR 0.12.0: a tensor-parallel cluster's heads).
     const int64_t slab = int64_t(p.n_heads) * (p.head_dim + 2);
-    if (p.head_dim < 4 || p.head_dim % 4 != 0 || p.n_heads < 1 ||
-        int64_t(p.n_heads) * p.head_dim != p.K)
-      return fmt::format("n_heads {} x head_dim {} (a multiple of 4) must be K {}", p.n_heads,
-                         p.head_dim, p.K);
+    if (p.head_dim < 4 || p.head_dim % 4 != 0 || p.n_heads < 1)
+      return fmt::format("head_dim {} must be a multiple of 4 and n_heads {} >= 1", p.head_dim,
+                         p.n_heads);
+    if (p.K % p.head_dim != 0 || p.m_off < 0 ||
+        int64_t(p.m_off) + p.K / p.head_dim > int64_t(p.n_heads))
+      return fmt::format("K {} is not a whole number of heads of head_dim {} from head m_off {} "
+                         "within n_heads {}",
+                         p.K, p.head_dim, p.m_off, p.n_heads);
     if (x.dtype != AMK_DTYPE_F32 || x.numel < slab || x.numel % slab != 0 || !aligned(x.ptr, 8))
       return fmt::format("the partials {} must be an 8-byte aligned F32 stack of [{}, {}] slabs",
                          shape_text(x), p.n_heads, p.head_dim + 2);

@@ -13,6 +13,7 @@
 #include "amk/op_flags.h"
 #include "amk/op_traits.h"
 #include "vm/cuda/attention_tile_check.h"
+#include "vm/cuda/buffer_text.h"
 #include "vm/cuda/gemv_tile_check.h"
 #include "vm/cuda/ops/gemv_strips.h"
 #include "vm/cuda/ops/scratch.h"
@@ -45,6 +46,7 @@ bool device_implements(Op op) {
     case Op::ROPE:
     case Op::SILU_MUL:
     case Op::ADD:
+    case Op::ALLREDUCE_SHARD:
     case Op::KV_APPEND:
     case Op::SAMPLE_ARGMAX:
     case Op::ATTENTION_COMBINE:
@@ -417,6 +419,36 @@ MegakernelLayout plan_layout(const Program& program, const IdMaps& ids,
   return layout;
 }
 
+// ALLREDUCE_SHARD's operands as ops/elementwise.cuh op_allreduce_shard takes them, or what is
+// wrong with them: 1 to 8 F32 shards of one size, an F32 output of that size, and a range
+// (n_off, N_tile; both marshal as 0 when absent: the whole vector) within it. The device trusts
+// what passes here.
+std::string allreduce_shard_error(const amk_task_record_t& r) {
+  const amk_instruction_t& inst = r.inst;
+  const amk_params_t& p = inst.params;
+  if (inst.n_inputs < 1 || inst.n_inputs > AMK_MAX_INPUTS || inst.n_outputs != 1)
+    return fmt::format("{} shards and {} outputs: it sums 1 to {} shards into one output",
+                       inst.n_inputs, inst.n_outputs, AMK_MAX_INPUTS);
+  const int64_t n = r.desc[0].numel;
+  for (int i = 0; i <= inst.n_inputs; ++i) {
+    const amk_buffer_t& b = r.desc[i];
+    const std::string what =
+        i < inst.n_inputs ? fmt::format("input {} (a shard)", i) : std::string("output 0");
+    if (b.dtype != AMK_DTYPE_F32)
+      return fmt::format("{} {} is {}; the CUDA VM sums F32 shards into an F32 output", what,
+                         shape_text(b), name_of(DType(b.dtype)));
+    if (b.numel != n)
+      return fmt::format("{} {} has {} elements, shard 0 {}: the shards and the output must be "
+                         "of one size",
+                         what, shape_text(b), b.numel, n);
+  }
+  if ((p.n_off != 0 || p.N_tile != 0) &&
+      (p.n_off < 0 || p.N_tile < 1 || int64_t(p.n_off) + p.N_tile > n))
+    return fmt::format("the range n_off {}, N_tile {} does not lie in the shards' {} elements",
+                       p.n_off, p.N_tile, n);
+  return {};
+}
+
 }  // namespace
 
 std::vector<amk_task_record_t> task_records(const MarshalledProgram& m,
@@ -446,6 +478,10 @@ std::vector<amk_task_record_t> task_records(const MarshalledProgram& m,
       if (c.ring) r.flags |= AMK_RECORD_RING_TILE;
     } else if (r.inst.op == AMK_OP_ATTENTION_TILE || r.inst.op == AMK_OP_ROPE_KV_ATTENTION_TILE) {
       if (const std::string e = check_attention_tile(r, m.layout); !e.empty())
+        throw MarshalError(fmt::format("instruction {} ({}): {}", r.index,
+                                       name_of(Op(r.inst.op)), e));
+    } else if (r.inst.op == AMK_OP_ALLREDUCE_SHARD) {
+      if (const std::string e = allreduce_shard_error(r); !e.empty())
         throw MarshalError(fmt::format("instruction {} ({}): {}", r.index,
                                        name_of(Op(r.inst.op)), e));
     }

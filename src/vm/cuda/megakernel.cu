@@ -61,6 +61,7 @@ __device__ __forceinline__ void dispatch(const OpContext& c) {
     case AMK_OP_ROPE_FREQ: op_rope(c); break;
     case AMK_OP_SILU_MUL: op_silu_mul(c); break;
     case AMK_OP_ADD: op_add(c); break;
+    case AMK_OP_ALLREDUCE_SHARD: op_allreduce_shard(c); break;
     case AMK_OP_KV_APPEND: op_kv_append(c); break;
     case AMK_OP_SAMPLE_ARGMAX: op_sample_argmax(c); break;
     default: op_fail(c, 1); break;  // the loader refuses these; never compute garbage

@@ -1,4 +1,4 @@
-// COPY, ADD and SILU_MUL: flat elementwise maps over pages; mirrors
+// COPY, ADD, SILU_MUL and ALLREDUCE_SHARD: flat elementwise maps over pages; mirrors
 // src/vm/reference/ops/elementwise.cpp. Only element counts must agree (a reshape is free), so
 // every op walks the flat element order with all consumer threads, 16 bytes per load where the
 // operands are F32 and 16-byte aligned (activations always are), one element at a time otherwise.
@@ -169,6 +169,62 @@ __device__ inline void op_silu_mul(const OpContext& c) {
   // silu() is the same function the fused SILU_MUL_GEMV_TILE prologue uses, so the fused and
   // unfused programs agree.
   float_binary_map(c, gate, up, out, [](float g, float u) { return silu(g) * u; });
+}
+
+// ALLREDUCE_SHARD: out[j] = shard 0[j] + shard 1[j] + ... in input order, fp32 adds (rounding
+// noise against the reference's one rounding of the exact sum, docs/OPCODES.md), for j in
+// [n_off, n_off + N_tile), or the whole vector (N_tile 0: both params absent); the rest of the
+// output untouched. The loader checked the operands (marshal.cpp allreduce_shard_error: 1 to 8
+// F32 shards and an F32 output of one size, the range within it); the device trusts them.
+// Where every operand is 16-byte aligned (activations are), the float4-aligned middle of the
+// range runs on 16-byte loads, a thread's float4 of kShardBatch shards requested before any is
+// added (one L2 round trip a batch: the shards were just written by other SMs), in one loop for
+// every shard count; its ragged ends (under 4 elements each), or the whole range where an
+// operand is not aligned, one element at a time. (Eight shards a batch spilled both shipped
+// builds.) Each element is read and written by one thread: the output may alias a shard.
+constexpr int kShardBatch = 4;
+
+__device__ inline void op_allreduce_shard(const OpContext& c) {
+  const amk_params_t& p = c.inst->params;
+  const int n_shards = c.inst->n_inputs;
+  const amk_buffer_t& out = out_buf(c, 0);
+  float* o = static_cast<float*>(out.ptr);
+  const int64_t begin = p.N_tile > 0 ? p.n_off : 0;
+  const int64_t end = p.N_tile > 0 ? begin + p.N_tile : out.numel;
+  bool aligned = is_aligned16(o);
+#pragma unroll 1
+  for (int k = 0; k < n_shards; ++k) aligned = aligned && is_aligned16(in_buf(c, k).ptr);
+  // [v_begin, v_end): the float4 part (empty when unaligned); [begin, v_begin) and
+  // [v_end, end): the scalar ends.
+  const int64_t v_begin = aligned ? min((begin + 3) & ~int64_t(3), end) : begin;
+  const int64_t v_end = aligned ? v_begin + ((end - v_begin) & ~int64_t(3)) : begin;
+#pragma unroll 1
+  for (int64_t v = (v_begin >> 2) + c.tid; v < (v_end >> 2); v += c.n_threads) {
+    float4 acc;
+#pragma unroll 1
+    for (int k0 = 0; k0 < n_shards; k0 += kShardBatch) {
+      float4 s[kShardBatch];
+#pragma unroll
+      for (int u = 0; u < kShardBatch; ++u)
+        if (k0 + u < n_shards) s[u] = static_cast<const float4*>(in_buf(c, k0 + u).ptr)[v];
+      acc = k0 == 0 ? s[0]
+                    : make_float4(acc.x + s[0].x, acc.y + s[0].y, acc.z + s[0].z, acc.w + s[0].w);
+#pragma unroll
+      for (int u = 1; u < kShardBatch; ++u)
+        if (k0 + u < n_shards)
+          acc = make_float4(acc.x + s[u].x, acc.y + s[u].y, acc.z + s[u].z, acc.w + s[u].w);
+    }
+    reinterpret_cast<float4*>(o)[v] = acc;
+  }
+  const int64_t head = v_begin - begin, scalars = head + (end - v_end);
+#pragma unroll 1
+  for (int64_t k = c.tid; k < scalars; k += c.n_threads) {
+    const int64_t j = k < head ? begin + k : v_end + (k - head);
+    float acc = static_cast<const float*>(in_buf(c, 0).ptr)[j];
+#pragma unroll 1
+    for (int i = 1; i < n_shards; ++i) acc += static_cast<const float*>(in_buf(c, i).ptr)[j];
+    o[j] = acc;
+  }
 }
 
 }  // namespace amk::cuda

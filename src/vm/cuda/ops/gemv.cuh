@@ -186,7 +186,8 @@ __device__ __forceinline__ void build_x_vec4(const OpContext& c, const amk_buffe
 constexpr int kNormVecs = 2;
 
 // COMBINE_GEMV_ADD_TILE's x: ATTENTION_COMBINE's merge (merge_partials' arithmetic, online over
-// batches of kStackBatch partials) of a stack of S flash partials [S * n_heads, head_dim + 2].
+// batches of kStackBatch partials) of a stack of S flash partials [S * n_heads, head_dim + 2],
+// of the K / head_dim heads from `parts` (x's first head's row of slab 0; slabs nh rows apart).
 // With flags bit 2 and kv_len B, partial s holds keys [s B, s B + B): those past the step's
 // position are empty and not read. A thread owns float4s v of x (head 4 v / head_dim) and loads,
 // per partial, the head's (m, l) and the four acc values as 8-byte pairs (a row of head_dim + 2
@@ -290,8 +291,11 @@ __device__ __forceinline__ void build_x(const OpContext& c, const Gemv& g, int64
   if (has_combine_prologue(op)) {
     const amk_params_t& p = c.inst->params;
     const bool window = (p.flags & AMK_ATTN_FLAG_RUNTIME_WINDOW) != 0 && p.kv_len > 0;
-    build_x_combine(static_cast<const float*>(g.x->ptr), g.x->numel, p.head_dim, p.n_heads, K,
-                    window ? p.kv_len : 0, c.prog, c.tid, c.n_threads, xs, layout.split, pos);
+    // x is heads [m_off, m_off + K / head_dim) of every slab (m_off 0: from the first): the
+    // merge starts at head m_off's row of slab 0, the slabs still n_heads rows apart.
+    build_x_combine(static_cast<const float*>(g.x->ptr) + int64_t(p.m_off) * (p.head_dim + 2),
+                    g.x->numel, p.head_dim, p.n_heads, K, window ? p.kv_len : 0, c.prog, c.tid,
+                    c.n_threads, xs, layout.split, pos);
   } else if (op == AMK_OP_SILU_MUL_GEMV_TILE || op == AMK_OP_SILU_MUL_GEMV_ADD_TILE) {
     if (vec)
       build_x_vec4(c, *g.x, base / 4, *g.aux, base / 4, K / 4, xs4, layout,
@@ -806,9 +810,15 @@ __device__ inline void op_gemv(const OpContext& c, Gate&& pass_gate) {
     // per step and a page is reused only after all its readers (this CTA's tasks included) are
     // done. So a CTA's consecutive tiles of one projection build x once. Every thread reads the
     // key before finish_rows' barrier; thread 0 rewrites it only after that barrier.
-    const int in1 = gemv_weight_input(c.inst->op) == 2 ? c.inst->inputs[1] : -1;
-    // The key holds the layout too (bit 8): a tile of another weight dtype lays x out anew.
-    const int x_key = c.inst->op | (layout.split ? 0x100 : 0);
+    // COMBINE_GEMV_ADD_TILE's x is the merge of heads from m_off (in in1's place: its input 1
+    // is the weight), K / head_dim of them: another cluster's merge of the same stack builds
+    // its own.
+    const int in1 = gemv_weight_input(c.inst->op) == 2 ? c.inst->inputs[1]
+                    : has_combine_prologue(c.inst->op) ? c.inst->params.m_off
+                                                       : -1;
+    // The key holds the layout (bit 8) and K (bits 9..; the loader's scratch check keeps K
+    // under 2^16) too: a tile of another weight dtype lays x out anew.
+    const int x_key = c.inst->op | (layout.split ? 0x100 : 0) | (g.K << 9);
     const bool x_ready = ring.x_op == x_key && ring.x_in0 == c.inst->inputs[0] &&
                          ring.x_in1 == in1 && ring.x_epoch == c.epoch;
     // COMBINE_GEMV_ADD_TILE's merge reads only the blocks the step's position reached: where
