@@ -108,6 +108,34 @@ TEST(DefaultScheduleConfig, Llama32_1bOnH100) {
   EXPECT_EQ(n_tile(default_schedule_config(odd, h100(), 4096), "attention", "kv_block"), 256);
 }
 
+// q/k/v per head group where the derived tiles fall on the groups' boundaries anyway: the same
+// tiles, a counter a group (qwen3-0.6b's 64-row tiles of 256 / 128-row groups, smollm2's 16 of
+// 192 / 64), not where grouping would cut tiles (llama-3.2-1b's 48 of 256 / 64, the 8B's).
+TEST(DefaultConfig, QkvByGroupWhereTheTilesFallOnTheGroups) {
+  const GpuTarget& h200 = *find_target("h200");
+  const auto grouped = [&](const char* model, int64_t context) {
+    return n_tile(default_schedule_config(preset(model), h200, context), "attention",
+                  "qkv_by_group");
+  };
+  EXPECT_EQ(grouped("qwen3-0.6b", 512), 1);
+  EXPECT_EQ(grouped("smollm2-135m", 512), 1);
+  EXPECT_EQ(grouped("qwen3-0.6b", 4096), 1);
+  EXPECT_EQ(grouped("llama-3.2-1b", 512), -1);
+  EXPECT_EQ(grouped("llama-3.2-1b", 4096), -1);
+  EXPECT_EQ(grouped("llama-3.1-8b", 512), -1);
+  EXPECT_EQ(grouped("qwen3-0.6b", 32), -1);  // one KV block: no split, no groups' tasks
+  // The same tiles as per projection: only the counters change.
+  const ModelConfig m = preset("qwen3-0.6b");
+  ScheduleConfig c = default_schedule_config(m, h200, 512);
+  const Program with = lower(m, c, h200, 512);
+  for (auto& [archetype, sizes] : c.tiling)
+    if (archetype == "attention") std::erase_if(sizes, [](const auto& kv) { return kv.first == "qkv_by_group"; });
+  const Program without = lower(m, c, h200, 512);
+  EXPECT_EQ(with.tasks.size(), without.tasks.size());
+  EXPECT_LT(with.counters.size(), without.counters.size() + 8 * size_t(m.num_hidden_layers));
+  EXPECT_GT(with.counters.size(), without.counters.size());
+}
+
 // The lm_head takes one tile per SM unless its strip partials would pass 32 KiB of scratch:
 // qwen3-0.6b ceil(151936 / 132) = 1152 rows of 2 KiB (4 strips: 18 KiB of partials);
 // llama-3.1-8b's 8 KiB rows have 16 strips, so 32 KiB / 64 bytes = 512 rows, not 972.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "amk/knob_space.h"
 #include "amk/lowering.h"
 #include "amk/model_config.h"
 #include "amk/model_presets.h"
@@ -174,6 +175,7 @@ std::vector<SimCase> cases_measured_at(const SimConstants& truth, bool with_prof
   configs.push_back(c);
   c = base;
   c.fusion_grouping.clear();
+  set_integer_knob(c, "tiling.attention.qkv_by_group", std::nullopt);  // needs rope+attention
   configs.push_back(c);
   for (size_t i = 0; i < configs.size(); ++i) {
     SimCase sc;
@@ -250,6 +252,8 @@ TEST(SimFit, KnobEffectTermSeesOnlyTheSpreadWithinAGroup) {
   ScheduleConfig base = default_schedule_config(m, h100(), 512);
   ScheduleConfig unfused = base;
   unfused.fusion_grouping.clear();
+  // q/k/v per head group needs the fused attention (the lowering refuses it without).
+  set_integer_knob(unfused, "tiling.attention.qkv_by_group", std::nullopt);
   std::vector<SimCase> cases;
   for (const ScheduleConfig& cfg : {base, unfused}) {
     SimCase sc;
@@ -376,7 +380,8 @@ TEST(SimFit, TheSeedAloneDecidesAMultiStartFit) {
 // code before it (commit 7286fba, this build's compiler and flags) gave on the recovery test's
 // cases with 40 evaluations, with no seed to set then. The objective re-pinned on 2026-11-29,
 // when the simulator lost bulk_store_signal (these cases' truth had it at 1): the same constants,
-// a lower residual.
+// a lower residual; and again on 2026-11-30, when the derived default gave qwen3 and smollm2
+// a q/k/v counter per head group (these cases' programs): the same constants again.
 TEST(SimFit, OneStartIsTheFitAsBefore) {
   const std::vector<SimCase> cases = cases_measured_at(known_truth());
   FitOptions o;
@@ -386,7 +391,7 @@ TEST(SimFit, OneStartIsTheFitAsBefore) {
   const FitResult fit = fit_constants(cases, a_wrong_start(), o);
   ASSERT_EQ(fit.starts.size(), 1u);
   EXPECT_EQ(fit.evaluations, 40);
-  EXPECT_DOUBLE_EQ(fit.objective, 0x1.0f4a40b75dcabp-15);
+  EXPECT_DOUBLE_EQ(fit.objective, 0x1.120dd1bbb1374p-15);
   EXPECT_DOUBLE_EQ(fit.constants.per_sm_gbs, 0x1.f3e8975b4c805p+4);
   EXPECT_DOUBLE_EQ(fit.constants.task_fixed_us, 0x1.4f01344fb77a2p+0);
   EXPECT_DOUBLE_EQ(fit.constants.hop_us, 0x1.aa7fe7db540f6p+0);

@@ -473,6 +473,7 @@ TEST(TimingSim, EveryKnobTheSearchVariesMovesThePrediction) {
   moved("sm_assignment", c);
   c = base;
   c.fusion_grouping.clear();
+  set_integer_knob(c, "tiling.attention.qkv_by_group", std::nullopt);  // needs rope+attention
   moved("fusion_grouping", c);
   c = base;
   c.threads_per_block = 224;  // 7 warps: fewer strips at once, and K = 2048's 8 strips per row

@@ -29,6 +29,8 @@ void set_knob_text(ScheduleConfig& c, const ScheduleConfig& defaults, const Knob
     std::erase_if(c.fusion_grouping,
                   [&](const std::vector<std::string>& x) { return spell_group(x) == g; });
     if (ch.value == "on") c.fusion_grouping.push_back(parse_group(g));
+    // As the proposer does: q/k/v per head group goes with the fused attention.
+    else if (g == "rope+attention") set_integer_knob(c, "tiling.attention.qkv_by_group", std::nullopt);
     return;
   }
   const KnobSpec& k = knob_spec(ch.knob);
