@@ -102,7 +102,19 @@ struct SimOptions {
   // ring starts the step warm, as on the GPU, where the producer prefetches the next step's
   // weights during the previous step's tail. 1: from an idle GPU.
   int steps = 2;
+  // Clusters of this many consecutive SMs whose in-cluster hand-offs (find_cluster_handoffs,
+  // src/ir/cluster_handoffs.h) go through shared memory, as docs/CLUSTER_TP.md's stage 3 would
+  // run them: the signaller's epilogue has no release queued behind its copies, and its waiters
+  // see the signal cluster_hop_us(cluster_size) later instead of a loaded L2 hop. 0: none (the
+  // CUDA VM today).
+  int64_t cluster_size = 0;
 };
+
+// An in-cluster hand-off on the H200, measured (bench/cluster_stream.cu, forty-fifth session):
+// every CTA's outputs st.async'd into every CTA's shared memory, completing on its mbarrier, the
+// same with the weight stream running: 0.36 / 0.41 / 0.49 / 0.77 µs for clusters of 2 / 4 / 8 / 16.
+// A prior, not fitted (no megakernel runs it yet); other sizes take the next larger's.
+double cluster_hop_us(int64_t cluster_size);
 
 struct SimResult {
   // One per task, list order, ns from the step's start (with the body's begin and end: the

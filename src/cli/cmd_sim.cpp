@@ -42,7 +42,7 @@ constexpr int64_t kSimDefaultContext = 512;
 
 struct SimCommandOptions {
   std::string model, gpu = "h100", config, constants, trace, write_config, measured;
-  int64_t max_context = 0, position = -1, trace_layer = -1;
+  int64_t max_context = 0, position = -1, trace_layer = -1, cluster_size = 0;
   int steps = 2;
   bool json = false;
 };
@@ -146,7 +146,7 @@ int run_sim(const SimCommandOptions& opt) {
     return kExitBadInput;
   }
   sim::SimResult r;
-  sim::SimOptions options{opt.position, opt.steps};
+  sim::SimOptions options{opt.position, opt.steps, opt.cluster_size};
   try {
     r = sim::simulate_step(*program, *target, *constants, options);
   } catch (const std::exception& e) {
@@ -248,6 +248,10 @@ int run_sim(const SimCommandOptions& opt) {
   }
   std::cout << fmt::format("simulated {} on {} at position {} ({} steps; constants: {})\n",
                            model_name, target->name, position, opt.steps, source);
+  if (opt.cluster_size > 1)
+    std::cout << fmt::format("clusters  of {} SMs: in-cluster hand-offs as shared-memory mailboxes "
+                             "(a {:.2f} µs hop, no loaded release)\n",
+                             opt.cluster_size, sim::cluster_hop_us(opt.cluster_size));
   std::cout << fmt::format("program   {} ({}): {} tasks, {} weight bytes ({}), floor {:.1f} µs at "
                            "{:.0f} GB/s\n",
                            schedule_id, program->config ? "its config" : "no config",
@@ -511,6 +515,11 @@ void add_sim_command(CLI::App& app, Action& action) {
   cmd->add_option("--steps", opt->steps, "Steps simulated back to back; the last is reported")
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
+  cmd->add_option("--cluster-size", opt->cluster_size,
+                  "Model the hand-offs inside clusters of this many SMs as shared-memory "
+                  "mailboxes would run them (docs/CLUSTER_TP.md stage 3; with a tiling.tp "
+                  "config: its size)")
+      ->check(CLI::Range(int64_t{0}, int64_t{16}));
   cmd->add_option("--constants", opt->constants,
                   "Simulator constants JSON (default: the target's stored fit)");
   cmd->add_option("--trace", opt->trace, "Write the simulated step as a Chrome/Perfetto trace");

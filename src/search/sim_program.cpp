@@ -8,10 +8,12 @@
 #include <map>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "amk/kv_window.h"
 #include "amk/op_flags.h"
 #include "amk/op_traits.h"
+#include "ir/cluster_handoffs.h"
 #include "vm/cuda/marshal.h"
 #include "vm/cuda/ops/gemv_strips.h"
 
@@ -196,6 +198,14 @@ Prepared prepare(const Program& program, const GpuTarget& target, const SimOptio
     }
     p.queues[size_t(s.slot)].push_back(int32_t(i));
     p.tasks.push_back(std::move(s));
+  }
+  if (options.cluster_size > 1) {
+    p.cluster_hop_us = cluster_hop_us(options.cluster_size);
+    std::unordered_set<int64_t> local;
+    for (const ClusterHandoff& h : find_cluster_handoffs(program, options.cluster_size).handoffs)
+      local.insert(h.counter);
+    for (size_t i = 0; i < program.tasks.size(); ++i)
+      p.tasks[i].in_cluster = local.contains(program.tasks[i].out_counter);
   }
   plan_ring(program, target, p);
   return prepared;

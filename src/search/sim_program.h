@@ -42,6 +42,9 @@ struct SimTask {
   // SM's load (COMBINE_GEMV_ADD_TILE's merge: one a batch of kStackBatch partials a float4 a
   // thread, ops/gemv.cuh build_x_combine; a rebuilt x only: a cached one makes none).
   double extra_trips = 0;
+  // Its signal is an in-cluster hand-off (SimOptions::cluster_size): no loaded release, a
+  // cluster hop.
+  bool in_cluster = false;
 };
 
 class PreparedProgram {
@@ -58,6 +61,7 @@ class PreparedProgram {
   double ring_bytes = 4 * 32768.0;           // stages x stage
   int inflight_chunks = 1, prefetch_chunks = 1;
   int steps = 2;
+  double cluster_hop_us = 0;  // > 0: the hop of tasks with in_cluster
   int64_t position = 0;
 };
 

@@ -350,8 +350,10 @@ class Engine {
     body_end_abs_[size_t(ti)] = now_;
     s.phase = Phase::Post;
     const SimTask& t = p_.tasks[size_t(ti)];
+    // An in-cluster hand-off's epilogue forwards into shared memory: no release queued behind
+    // its SM's copies.
     s.phase_end = now_ + c_.task_fixed_us + c_.epilogue_us_per_row * t.out_rows +
-                  c_.epilogue_trips * loaded_sm(slot);
+                  (t.in_cluster ? 0.0 : c_.epilogue_trips * loaded_sm(slot));
   }
 
   // The epilogue's release: the counter's signal, seen by its waiters one hop later.
@@ -364,7 +366,8 @@ class Engine {
     // later; served in order, so each counter's arrivals stay sorted.
     double& served = counter_free_[size_t(t.out_counter)];
     served = std::max(now_, served) + c_.arrive_us;
-    arrivals_[size_t(t.out_counter)].push_back(served + hop());
+    arrivals_[size_t(t.out_counter)].push_back(served +
+                                               (t.in_cluster ? p_.cluster_hop_us : hop()));
     if (ti == p_.sink) {
       const int64_t step = step_of(slot, s.pos);
       sink_end_[size_t(step)] = now_;
@@ -556,6 +559,13 @@ SimResult simulate_step(const Program& program, const GpuTarget& target, const S
 
 SimResult simulate_step(const Program& program, const GpuTarget& target, const SimConstants& c) {
   return simulate_step(program, target, c, SimOptions{});
+}
+
+double cluster_hop_us(int64_t cluster_size) {
+  if (cluster_size <= 2) return 0.36;
+  if (cluster_size <= 4) return 0.41;
+  if (cluster_size <= 8) return 0.49;
+  return 0.77;
 }
 
 }  // namespace amk::sim
