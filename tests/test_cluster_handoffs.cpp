@@ -14,6 +14,7 @@
 #include "amk/model_presets.h"
 #include "amk/validate.h"
 #include "ir/cluster_handoffs.h"
+#include "support/tp_programs.h"
 
 namespace {
 
@@ -25,17 +26,8 @@ const std::filesystem::path kFixtures = std::filesystem::path(AMK_TESTDATA_DIR) 
 // both (one KV head each), 3 split-KV blocks of 4 keys.
 Program tp_program() {
   const ModelConfig m = load_model_config(kFixtures / "tiny-llama" / "config.json");
-  ScheduleConfig c;
-  c.tiling = {{"gemv", {{"N_tile", 8}}},
-              {"attention", {{"kv_block", 4}, {"kv_heads", 1}}},
-              {"tp", {{"clusters", 2}, {"size", 2}, {"attention", 2}}}};
-  c.fusion_grouping = {{"rmsnorm", "gemv"},
-                       {"gemv", "silu_mul"},
-                       {"gemv", "add"},
-                       {"rope", "attention"},
-                       {"attention_combine", "gemv"}};
-  c.sm_assignment = std::string("round_robin");
-  return lower(m, c, *find_target("h100"), 12);
+  return lower(m, amk::testing::tp_step_config(amk::testing::TpSplit{2, 2, 2}),
+               *find_target("h100"), 12);
 }
 
 // The tensor-parallel step's five in-cluster hand-offs a layer (q/k/v -> attention -> o_proj;

@@ -18,6 +18,7 @@
 #include "amk/model_presets.h"
 #include "amk/oracle.h"
 #include "amk/validate.h"
+#include "support/tp_programs.h"
 
 namespace {
 
@@ -37,22 +38,14 @@ struct Split {
 // The fused step the tensor-parallel lowering needs (o_proj merging 3 split-KV blocks of 4
 // keys), without or with clusters.
 ScheduleConfig fused_step(std::optional<Split> tp) {
-  ScheduleConfig c;
-  c.tiling = {{"gemv", {{"N_tile", 8}}}, {"attention", {{"kv_block", 4}, {"kv_heads", 1}}}};
-  if (tp)
-    c.tiling.push_back(
-        {"tp", {{"clusters", tp->clusters}, {"size", tp->size}, {"attention", tp->attention}}});
+  ScheduleConfig c = amk::testing::tp_step_config(
+      tp ? std::optional(amk::testing::TpSplit{tp->clusters, tp->size, tp->attention})
+         : std::nullopt);
   if (tp && tp->slice_tiles) {
     const int64_t slice = 64 / tp->size;  // the fixtures' hidden size is 64
     c.tiling.push_back({"o_proj", {{"N_tile", slice}}});
     c.tiling.push_back({"down_proj", {{"N_tile", slice}}});
   }
-  c.fusion_grouping = {{"rmsnorm", "gemv"},
-                       {"gemv", "silu_mul"},
-                       {"gemv", "add"},
-                       {"rope", "attention"},
-                       {"attention_combine", "gemv"}};
-  c.sm_assignment = std::string("round_robin");
   return c;
 }
 

@@ -571,28 +571,18 @@ TEST(CudaVm, HeadRangedMergeMatchesReference) {
 // decoded teacher-forced on the GPU against the reference VM on the same program.
 TEST(CudaVm, TensorParallelStepMatchesReference) {
   AMK_REQUIRE_GPU();
-  struct Split {
-    int64_t clusters, size, attention;
-  };
+  using amk::testing::TpSplit;
   for (const char* name : kFixtures) {
     const Checkpoint ck = Checkpoint::open(fixture_dir(name));
     const ExpectedOutputs e = load_expected(fixture_dir(name) / "expected.safetensors");
-    for (const Split split : {Split{2, 2, 2}, Split{3, 2, 1}, Split{2, 3, 1}}) {
+    for (const TpSplit split : {TpSplit{2, 2, 2}, TpSplit{3, 2, 1}, TpSplit{2, 3, 1}}) {
       const std::string label = fmt::format("{} / {} clusters of {}, attention on {}", name,
                                             split.clusters, split.size, split.attention);
       SCOPED_TRACE(label);
-      ScheduleConfig config;
-      config.tiling = {{"gemv", {{"N_tile", 8}}},
-                       {"attention", {{"kv_block", 8}, {"kv_heads", 1}}},
-                       {"tp",
-                        {{"clusters", split.clusters},
-                         {"size", split.size},
-                         {"attention", split.attention}}}};
-      config.fusion_grouping = {{"rmsnorm", "gemv"}, {"gemv", "silu_mul"}, {"gemv", "add"},
-                                {"rope", "attention"}, {"attention_combine", "gemv"}};
-      config.sm_assignment = std::string("round_robin");
       std::cout << label << ":\n";
-      expect_matches_reference(ck, lower_fixture(ck, config, DType::BF16), e.sequence_ids);
+      expect_matches_reference(
+          ck, lower_fixture(ck, amk::testing::tp_step_config(split, /*kv_block=*/8), DType::BF16),
+          e.sequence_ids);
     }
   }
 }

@@ -1,4 +1,4 @@
-// Small hand-built programs of the two device paths a tensor-parallel step adds
+// The tensor-parallel step's config, and small hand-built programs of the two device paths it adds
 // (docs/CLUSTER_TP.md): ranged shard sums (ALLREDUCE_SHARD with n_off / N_tile) and o_proj tiles
 // that merge some heads of a stack of flash partials (COMBINE_GEMV_ADD_TILE with m_off). The CPU
 // tests check that validate() and the CUDA loader accept them (test_marshal.cpp); the GPU tests
@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +16,33 @@
 #include "amk/ir.h"
 
 namespace amk::testing {
+
+// A tensor-parallel split (tiling.tp): `clusters` clusters of `size` SMs, the attention on the
+// first `attention`.
+struct TpSplit {
+  int64_t clusters = 0, size = 0, attention = 0;
+};
+
+// The fused step tiling.tp lowers (o_proj merging a split-KV attention of `kv_block`-key blocks,
+// one KV head a task; `n_tile`-row GEMV tiles; round robin), without clusters or in `split`.
+inline ScheduleConfig tp_step_config(std::optional<TpSplit> split, int64_t kv_block = 4,
+                                     int64_t n_tile = 8) {
+  ScheduleConfig c;
+  c.tiling = {{"gemv", {{"N_tile", n_tile}}},
+              {"attention", {{"kv_block", kv_block}, {"kv_heads", 1}}}};
+  if (split)
+    c.tiling.push_back({"tp",
+                        {{"clusters", split->clusters},
+                         {"size", split->size},
+                         {"attention", split->attention}}});
+  c.fusion_grouping = {{"rmsnorm", "gemv"},
+                       {"gemv", "silu_mul"},
+                       {"gemv", "add"},
+                       {"rope", "attention"},
+                       {"attention_combine", "gemv"}};
+  c.sm_assignment = std::string("round_robin");
+  return c;
+}
 
 struct ShardSumProgram {
   Program program;
