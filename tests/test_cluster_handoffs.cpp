@@ -134,6 +134,14 @@ TEST(ClusterHandoffs, EveryReaderMustWaitAndEveryoneBeOnTheCluster) {
   ASSERT_EQ(one.handoffs.size(), 1u);
   EXPECT_EQ(program(true).counters[size_t(one.handoffs[0].counter)].note, "b");
   EXPECT_THROW(find_cluster_handoffs(transitive, 0), std::invalid_argument);
+  // A second writer of a's elements under another counter (d, on SM 1, after c): a's x holds
+  // two counters' writes, so a's hand-off stays global.
+  Program rewritten = program(true);
+  const int64_t cd = rewritten.new_counter("d");
+  rewritten.add_task(Op::COPY, {0}, {1}, cd, {{2, 1}}, {}, "d").sm = 1;
+  ASSERT_TRUE(validate(rewritten).ok) << validate(rewritten).report();
+  for (const ClusterHandoff& h : find_cluster_handoffs(rewritten, 2).handoffs)
+    EXPECT_NE(rewritten.counters[size_t(h.counter)].note, "a");
 }
 
 // The plain step of a real shape (every level over every SM) keeps every hand-off global in

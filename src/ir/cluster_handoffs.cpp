@@ -74,7 +74,7 @@ bool meet(const Ranges& a, const Ranges& b) {
 ClusterHandoffs find_cluster_handoffs(const Program& p, int64_t cluster_size) {
   if (cluster_size < 1) throw std::invalid_argument("cluster_size must be >= 1");
   const size_t nc = p.counters.size(), nb = p.buffers.size();
-  std::vector<std::vector<int64_t>> signallers(nc), waiters(nc), readers(nb);
+  std::vector<std::vector<int64_t>> signallers(nc), waiters(nc), readers(nb), writers(nb);
   // By position in the task list (a validated program's ids); references out of range, which
   // validate() refuses, are skipped.
   for (size_t i = 0; i < p.tasks.size(); ++i) {
@@ -85,6 +85,8 @@ ClusterHandoffs find_cluster_handoffs(const Program& p, int64_t cluster_size) {
       if (w.counter >= 0 && size_t(w.counter) < nc) waiters[size_t(w.counter)].push_back(int64_t(i));
     for (const int64_t b : t.inputs)
       if (b >= 0 && size_t(b) < nb) readers[size_t(b)].push_back(int64_t(i));
+    for (const int64_t b : t.outputs)
+      if (b >= 0 && size_t(b) < nb) writers[size_t(b)].push_back(int64_t(i));
   }
   const auto cluster_of = [&](int64_t task) -> int64_t {
     const auto& sm = p.tasks[size_t(task)].sm;
@@ -124,10 +126,21 @@ ClusterHandoffs find_cluster_handoffs(const Program& p, int64_t cluster_size) {
         it->second.insert(it->second.end(), r.begin(), r.end());
       }
     }
-    // Every reader of what they write must be a waiter (then on the cluster, a receiver).
+    // Every reader of what they write must be a waiter (then on the cluster, a receiver), and
+    // no other task may write it (an accumulation's adds, a later writer of the same elements):
+    // a mailbox holds one counter's writes.
     for (auto& [b, ranges] : written) {
       if (!local) break;
       merge(ranges);
+      for (const int64_t u : writers[size_t(b)]) {
+        const Task& writer = p.tasks[size_t(u)];
+        if (writer.out_counter == int64_t(k)) continue;
+        if (meet(ranges, flat_ranges(p.buffers[size_t(b)], detail::write_region(p, writer, b)))) {
+          local = false;
+          break;
+        }
+      }
+      if (!local) break;
       for (const int64_t u : readers[size_t(b)]) {
         const Task& reader = p.tasks[size_t(u)];
         const Ranges want = flat_ranges(p.buffers[size_t(b)], detail::read_region(p, reader, b));

@@ -39,8 +39,9 @@ struct ClusterHandoffs {
 
 // The program's in-cluster hand-offs for clusters of `cluster_size` consecutive SMs. A counter
 // qualifies when every signaller and every waiter has an SM on one cluster, every signaller's
-// outputs are activations or KV caches, and every task that reads what its signallers write to
-// an activation (read_region meets a write_region) waits for it directly (so it is a receiver).
+// outputs are activations or KV caches, every task that reads what its signallers write to an
+// activation (read_region meets a write_region) waits for it directly (so it is a receiver), and
+// no task under another counter writes any of it.
 // Throws std::invalid_argument for cluster_size < 1.
 ClusterHandoffs find_cluster_handoffs(const Program& program, int64_t cluster_size);
 
