@@ -270,3 +270,30 @@ TEST(TensorParallel, ALargeModelsPartialReadsAreAllChecked) {
 }
 
 }  // namespace
+
+namespace {
+
+// The MLP's features split into whole granules of 64 (llama-3.2-1b's 8192 in 7 clusters: boxes
+// of 1152 or 1216, not 1170): a down_proj box's rows stay 16-byte vectors in BF16. Every
+// feature in exactly one box.
+TEST(TensorParallel, FeatureBoxesAreWholeGranules) {
+  const amk::ModelConfig m = amk::parse_model_config(
+      amk::model_preset_config("llama-3.2-1b", "bfloat16"), "llama-3.2-1b");
+  const amk::GpuTarget& h200 = *amk::find_target("h200");
+  amk::ScheduleConfig c = amk::default_schedule_config(m, h200, 512);
+  c.tiling.push_back({"tp", {{"clusters", 7}, {"size", 16}, {"attention", 4}}});
+  const amk::Program p = amk::lower(m, c, h200, 512);
+  int64_t boxes = 0, features = 0;
+  for (const amk::Buffer& b : p.buffers)
+    if (b.source_box && b.source->ends_with("layers.0.mlp.down_proj.weight")) {
+      ++boxes;
+      EXPECT_EQ(b.source_box->col0 % 64, 0) << b.name;
+      EXPECT_EQ(b.source_box->cols % 64, 0) << b.name;
+      EXPECT_EQ(b.source_box->col0, features) << b.name;
+      features += b.source_box->cols;
+    }
+  EXPECT_EQ(boxes, 7);
+  EXPECT_EQ(features, m.intermediate_size);
+}
+
+}  // namespace
