@@ -412,7 +412,7 @@ int main(int argc, char** argv) {
     const int kbs[] = {32, 64, 96, 128, 160, 176, 192, 200, 208, 216, 224};
     for (int kb : kbs) std::printf(" %9d KB", kb);
     std::printf("\n");
-    for (int C : {1, 2, 4, 8, 16}) {
+    for (int C : {1, 2, 4, 8, 10, 12, 14, 16}) {
       std::printf("%-8d", C);
       for (int kb : kbs) {
         cudaLaunchAttribute attr;
