@@ -224,10 +224,6 @@ void check_tensor_parallel(const ModelConfig& m, const schedule::Tiling::TensorP
                            const ScheduleConfig& config, const GpuTarget& target,
                            int64_t kv_heads) {
   const int64_t P = tp.clusters, C = tp.size, PA = tp.attention, NKV = m.num_key_value_heads;
-  if (P > kMaxInputs)
-    throw LoweringError(fmt::format(
-        "tiling.tp.clusters {} is more than {}: ALLREDUCE_SHARD sums at most {} partials",
-        P, kMaxInputs, kMaxInputs));
   if (P * C > target.num_sms)
     throw LoweringError(fmt::format("tiling.tp: {} clusters of {} SMs need {} SMs; {} has {}", P,
                                     C, P * C, target.name, target.num_sms));
@@ -503,21 +499,47 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
   };
   // The sum of the partials `parts` (each [1, H]; `ready[q][r]`: the wait for slice r of part
   // q) into a copy for each of the first `copies` clusters, those that read it: CTA r of such a
-  // cluster sums slice r, so each copy is written inside its cluster.
+  // cluster sums slice r, so each copy is written inside its cluster. More partials than one
+  // ALLREDUCE_SHARD takes (kMaxInputs) are summed by a chain of them on that CTA, each adding up
+  // to kMaxInputs - 1 more to the previous one's slice (under a counter of its own, which the
+  // next link, on the same SM, finds signalled): no hop between the links.
   const auto cluster_sums = [&](const std::vector<int64_t>& parts,
                                 const std::vector<std::vector<Wait>>& ready,
                                 const std::string& name, int64_t copies) {
+    // The parts each link adds: the first kMaxInputs, then kMaxInputs - 1 beside the carry.
+    std::vector<std::vector<int64_t>> links(1);
+    for (const int64_t part : parts) {
+      if (int64_t(links.back().size()) == kMaxInputs - (links.size() > 1 ? 1 : 0))
+        links.emplace_back();
+      links.back().push_back(part);
+    }
     std::vector<int64_t> out;
     for (int64_t c = 0; c < copies; ++c) {
       const int64_t sum = g.act(fmt::format("{}[c{}]", name, c), {1, H});
       const int64_t counter = g.shared_counter(fmt::format("{}[c{}] slices", name, c));
+      std::vector<int64_t> carries;  // a link's running sum, but the last's
+      for (size_t k = 0; k + 1 < links.size(); ++k)
+        carries.push_back(g.act(fmt::format("{}[c{}] partial{}", name, c, k), {1, H}));
       for (int64_t r = 0; r < n_slices; ++r) {
         const int64_t off = r * slice4, width = std::min(slice4, H - off);
         for (size_t q = 0; q < parts.size(); ++q) g.mark_ready(parts[q], ready[q][size_t(r)]);
         g.place(c, r);
-        g.shared_task(Op::ALLREDUCE_SHARD, parts, sum, counter,
-                      ints({{"n_off", off}, {"N_tile", width}}),
-                      fmt::format("{}[c{}][s{}]", name, c, r), 0, width * int64_t(parts.size()));
+        const Params range = ints({{"n_off", off}, {"N_tile", width}});
+        for (size_t k = 0; k < links.size(); ++k) {
+          std::vector<int64_t> in = links[k];
+          if (k > 0) in.insert(in.begin(), carries[k - 1]);
+          const std::string label = fmt::format("{}[c{}][s{}]", name, c, r) +
+                                    (links.size() > 1 ? fmt::format("[link{}]", k) : "");
+          const int64_t bytes = width * int64_t(in.size());
+          if (k + 1 == links.size()) {
+            g.shared_task(Op::ALLREDUCE_SHARD, std::move(in), sum, counter, range, label, 0, bytes);
+          } else {
+            const int64_t link = g.shared_counter(label);
+            g.shared_task(Op::ALLREDUCE_SHARD, std::move(in), carries[k], link, range, label, 0,
+                          bytes);
+            g.mark_ready(carries[k], Wait{link, 1});
+          }
+        }
       }
       g.mark_ready(sum, Wait{counter, n_slices});
       out.push_back(sum);
