@@ -79,7 +79,11 @@ for preset in "${presets[@]}"; do
       fi
       chmod +x "$b" 2>/dev/null
       json=$(mktemp /tmp/amk-ab.XXXXXX.json)
-      log="$out/log-$preset-$(printf '%s' "$(basename "$(dirname "$b")")-$(basename "$spec")" | tr -c 'A-Za-z0-9._-' '_')-$r.txt"
+      name=$(printf '%s' "$(basename "$(dirname "$b")")-$(basename "$spec")" | tr -c 'A-Za-z0-9._-' '_')
+      # A long override list would pass the file system's 255-byte names: its first 120
+      # characters and a checksum of the whole.
+      ((${#name} > 160)) && name="${name:0:120}-$(printf '%s' "$spec" | cksum | cut -d' ' -f1)"
+      log="$out/log-$preset-$name-$r.txt"
       timeout 240 env LD_LIBRARY_PATH="$(dirname "$b")/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$b" bench --preset "$preset" --preset-dir "$dir" "${context[@]}" --results /dev/null --json "$json" \
         --check-positions "$check" "${refs[@]}" "${cfg[@]}" "${extra[@]}" >"$log" 2>&1
       python3 - "$json" "$preset" "$spec" "$r" >>"$tsv" <<'PY'
