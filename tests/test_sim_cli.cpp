@@ -5,12 +5,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include "amk/lowering.h"
 #include "amk/model_config.h"
 #include "amk/model_presets.h"
+#include "amk/schedule_config_io.h"
 #include "amk/sim_constants_io.h"
 #include "support/amk_command.h"
 
@@ -171,6 +173,42 @@ TEST(SimCli, FitsFromSeveralStartsAndRefusesBadStartsOrSeed) {
     EXPECT_NE(r.err.find(bad.substr(0, bad.find(' '))), std::string::npos) << bad << ": " << r.err;
   }
   fs::remove_all(dir);
+}
+
+// --tp: the derived config of a tensor-parallel step, every level tiled for its cluster, which
+// --write-config saves; a malformed shape, one the lowering refuses, or --tp beside --config is
+// refused by name. --cluster-size models its in-cluster hand-offs as mailboxes.
+TEST(SimCli, DerivesATensorParallelConfig) {
+  const fs::path config = scratch_dir("tp") / "tp.json";
+  const auto r = run_amk("sim llama-3.2-1b --gpu h200 --tp 15,8,8 --cluster-size 8 --write-config " +
+                         shell_quote(config.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("clusters  of 8 SMs"), std::string::npos) << r.out;
+  std::ifstream in(config);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const ConfigParse parsed = parse_schedule_config(text);
+  ASSERT_TRUE(parsed.config.has_value()) << parsed.error;
+  const ScheduleConfig* written = &*parsed.config;
+  std::map<std::string, std::map<std::string, int64_t>> tiling;
+  for (const auto& [archetype, sizes] : written->tiling)
+    for (const auto& [key, value] : sizes) tiling[archetype][key] = value;
+  EXPECT_EQ(tiling["tp"], (std::map<std::string, int64_t>{{"attention", 8}, {"clusters", 15},
+                                                           {"size", 8}}));
+  EXPECT_EQ(tiling["o_proj"]["N_tile"], 2048 / 8);  // one slice of the sums
+  EXPECT_EQ(tiling["gate_proj"]["N_tile"], 72);     // 576 features of a cluster over 8 SMs
+  EXPECT_EQ(tiling["q_proj"]["N_tile"], 64);        // 4 + 1 + 1 tiles of a KV head on 8 SMs
+  EXPECT_EQ(tiling["sample_argmax"]["N_tile"], 1072);  // 128,256 logits over 120 SMs
+  EXPECT_FALSE(tiling["attention"].contains("qkv_by_group"));
+  const auto bad = run_amk("sim llama-3.2-1b --gpu h200 --tp 15,8");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--tp takes CLUSTERS,SIZE,ATTENTION"), std::string::npos) << bad.err;
+  const auto refused = run_amk("sim llama-3.2-1b --gpu h200 --tp 8,16,3");
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("dividing the model's 8 KV heads"), std::string::npos) << refused.err;
+  const auto both = run_amk("sim llama-3.2-1b --gpu h200 --tp 15,8,8 --config " +
+                            shell_quote(config.string()));
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("not with --config"), std::string::npos) << both.err;
 }
 
 }  // namespace

@@ -74,6 +74,17 @@ Program lower(const ModelConfig& model, const ScheduleConfig& config, const GpuT
 ScheduleConfig default_schedule_config(const ModelConfig& model, const GpuTarget& target,
                                        int64_t max_context);
 
+// The derived default (above) for a tensor-parallel step (tiling.tp, docs/CLUSTER_TP.md) of
+// `clusters` clusters of `size` SMs with the attention on the first `attention`: every tiled
+// level sized for its cluster instead of the whole GPU. q/k/v tiles one per SM of a cluster where
+// they fit (a width dividing a KV head's rows), gate/up a cluster's features over its SMs,
+// o_proj and down_proj one slice of the sums wide (a counter a tile), the lm_head and argmax
+// over the clusters' SMs. Throws LoweringError for a shape the lowering refuses (e.g. the
+// attention not dividing the KV heads).
+ScheduleConfig tensor_parallel_schedule_config(const ModelConfig& model, const GpuTarget& target,
+                                               int64_t max_context, int64_t clusters,
+                                               int64_t size, int64_t attention);
+
 // The shared memory the derived default leaves unused under the target's opt-in cap (its
 // smem_bytes_per_block is the cap minus this, where the cap exceeds twice this): the weight ring
 // one 32 KiB stage short of what fits (bench/RESULTS.md, 2026-11-24).

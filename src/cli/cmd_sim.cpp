@@ -6,7 +6,9 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cinttypes>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -41,7 +43,7 @@ namespace fs = std::filesystem;
 constexpr int64_t kSimDefaultContext = 512;
 
 struct SimCommandOptions {
-  std::string model, gpu = "h100", config, constants, trace, write_config, measured;
+  std::string model, gpu = "h100", config, constants, trace, write_config, measured, tp;
   int64_t max_context = 0, position = -1, trace_layer = -1, cluster_size = 0;
   int steps = 2;
   bool json = false;
@@ -79,9 +81,9 @@ std::optional<Program> sim_program(const SimCommandOptions& opt, const GpuTarget
                          std::find(presets.begin(), presets.end(), opt.model) != presets.end();
   *model_name = is_preset ? opt.model : path.filename().string();
   if (!is_preset && fs::is_regular_file(path, ec) && path.extension() == ".json") {
-    if (!opt.config.empty() || opt.max_context > 0) {
-      std::cerr << "amk: sim: '" << opt.model << "' is a program: --config and --max-context "
-                   "belong to a model\n";
+    if (!opt.config.empty() || opt.max_context > 0 || !opt.tp.empty()) {
+      std::cerr << "amk: sim: '" << opt.model << "' is a program: --config, --tp and "
+                   "--max-context belong to a model\n";
       return std::nullopt;
     }
     auto loaded = load_program_file(opt.model);  // prints why not
@@ -114,9 +116,22 @@ std::optional<Program> sim_program(const SimCommandOptions& opt, const GpuTarget
   if (opt.max_context <= 0 && model.max_position_embeddings > 0)
     context = std::min(context, model.max_position_embeddings);
   if (!check_positions(model, context, "--max-context")) return std::nullopt;
-  const ScheduleConfig schedule =
-      opt.config.empty() ? default_schedule_config(model, target, context) : *config;
   try {
+    ScheduleConfig schedule =
+        opt.config.empty() ? default_schedule_config(model, target, context) : *config;
+    if (!opt.tp.empty()) {
+      int64_t clusters = 0, size = 0, attention = 0;
+      char tail = 0;
+      if (!opt.config.empty() ||
+          std::sscanf(opt.tp.c_str(), "%" SCNd64 ",%" SCNd64 ",%" SCNd64 "%c", &clusters, &size,
+                      &attention, &tail) != 3) {
+        std::cerr << "amk: sim: --tp takes CLUSTERS,SIZE,ATTENTION (e.g. 15,8,8) and derives the "
+                     "config itself (not with --config), got '"
+                  << opt.tp << "'\n";
+        return std::nullopt;
+      }
+      schedule = tensor_parallel_schedule_config(model, target, context, clusters, size, attention);
+    }
     return lower(model, schedule, target, context, dtype);
   } catch (const std::exception& e) {
     std::cerr << "amk: sim: cannot lower '" << opt.model << "': " << e.what() << "\n";
@@ -515,6 +530,10 @@ void add_sim_command(CLI::App& app, Action& action) {
   cmd->add_option("--steps", opt->steps, "Steps simulated back to back; the last is reported")
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
+  cmd->add_option("--tp", opt->tp,
+                  "CLUSTERS,SIZE,ATTENTION: the derived config of a tensor-parallel step "
+                  "(tiling.tp, docs/CLUSTER_TP.md), every level tiled for its cluster; "
+                  "--write-config saves it");
   cmd->add_option("--cluster-size", opt->cluster_size,
                   "Model the hand-offs inside clusters of this many SMs as shared-memory "
                   "mailboxes would run them (docs/CLUSTER_TP.md stage 3; with a tiling.tp "

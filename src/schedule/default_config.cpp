@@ -3,6 +3,8 @@
 // uses every SM with its rows split evenly, and the fusions and knobs that measured best on the
 // H100 (bench/RESULTS.md) are on. A per-model file (bench/configs/) is only ever a measured
 // override of this.
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "amk/lowering.h"
@@ -247,6 +249,65 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   if (split_kv && group_q_rows % q == 0 && group_kv_rows % kv == 0)
     for (auto& [archetype, sizes] : c.tiling)
       if (archetype == "attention") sizes.push_back({"qkv_by_group", 1});
+  return c;
+}
+
+ScheduleConfig tensor_parallel_schedule_config(const ModelConfig& m, const GpuTarget& target,
+                                               int64_t max_context, int64_t clusters,
+                                               int64_t size, int64_t attention) {
+  if (clusters < 1 || size < 1 || attention < 1 || attention > clusters ||
+      m.num_key_value_heads % attention != 0 || clusters * size > target.num_sms)
+    throw LoweringError(fmt::format(
+        "tensor-parallel shape {} clusters of {} SMs, attention on {}: it needs clusters x size "
+        "<= {}'s {} SMs and the attention clusters dividing the model's {} KV heads",
+        clusters, size, attention, target.name, target.num_sms, m.num_key_value_heads));
+  ScheduleConfig c = default_schedule_config(m, target, max_context);
+  const int64_t H = m.hidden_size, F = m.intermediate_size, HD = m.head_dim;
+  const int64_t sms = clusters * size;
+  constexpr int64_t kGranule = 4;  // rows in multiples of 4: whole 16-byte F32 outputs
+  const auto granular = [](int64_t rows) { return ceil_div(rows, kGranule) * kGranule; };
+  // q/k/v: a cluster holds n_kv / attention KV heads (one group each, kv_heads 1); a width that
+  // divides a KV head's rows keeps every tile inside one head group. The widest such width whose
+  // tiles take at most one SM of the cluster each, else a head's rows.
+  const int64_t kv_heads = m.num_key_value_heads / attention;
+  const int64_t q_rows = m.num_attention_heads / m.num_key_value_heads * HD;
+  int64_t qkv = HD;
+  while (qkv % 2 == 0 && qkv / 2 >= kGranule &&
+         kv_heads * (ceil_div(q_rows, qkv) + 2 * ceil_div(HD, qkv)) < size &&
+         kv_heads * (ceil_div(q_rows, qkv / 2) + 2 * ceil_div(HD, qkv / 2)) <= size)
+    qkv /= 2;
+  // Gate/up: the widest cluster's features (whole 64-feature granules where F has them, as the
+  // lowering splits them) over its SMs.
+  const int64_t feature_granule = F >= 64 * clusters ? 64 : 1;
+  const int64_t widest = ceil_div(F / feature_granule, clusters) * feature_granule +
+                         (feature_granule > 1 ? F % feature_granule : 0);
+  const int64_t gate_up = std::min(granular(ceil_div(widest, size)), std::max<int64_t>(F, 1));
+  // o_proj, down_proj: one slice of the sums (the lowering's slice4).
+  const int64_t slice = granular(ceil_div(H, size));
+  // The lm_head and argmax over the clusters' SMs only, the lm_head's strip partials within the
+  // derived default's 32 KiB of scratch (kMaxLmPartialBytes there).
+  const int64_t lm_cap = std::max<int64_t>(
+      kGranule, 32 * 1024 / (4 * cuda::gemv_strips_per_row(2 * H)) / kGranule * kGranule);
+  const int64_t argmax = std::min(granular(ceil_div(m.vocab_size, sms)),
+                                  std::max<int64_t>(m.vocab_size, 1));
+  const int64_t lm = std::min(argmax, lm_cap);
+  for (auto& [archetype, sizes] : c.tiling) {
+    if (archetype == "q_proj" || archetype == "k_proj" || archetype == "v_proj")
+      sizes = {{"N_tile", qkv}};
+    else if (archetype == "gate_proj")
+      sizes = {{"N_tile", gate_up}};
+    else if (archetype == "o_proj" || archetype == "down_proj")
+      sizes = {{"N_tile", slice}};
+    else if (archetype == "lm_head")
+      sizes = {{"N_tile", lm}};
+    else if (archetype == "sample_argmax")
+      sizes = {{"N_tile", argmax}};
+    else if (archetype == "attention")
+      // q/k/v are per head group already (tiling.tp refuses qkv_by_group as doing nothing).
+      std::erase_if(sizes, [](const auto& kv) { return kv.first == "qkv_by_group"; });
+  }
+  c.tiling.push_back({"tp", {{"clusters", clusters}, {"size", size}, {"attention", attention}}});
+  c.sm_assignment = std::string("round_robin");
   return c;
 }
 
