@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include <filesystem>
@@ -84,3 +85,26 @@ TEST_F(BenchCli, NeedsExactlyOneModel) {
 }
 
 }  // namespace
+
+// --tp lowers the derived tensor-parallel config (say so on the schedule line); a malformed
+// shape, or --tp beside --config, is a usage error. (--reference-only: no GPU needed.)
+TEST_F(BenchCli, TpDerivesATensorParallelSchedule) {
+  const amk::testing::TempDir dir("bench_tp");
+  const std::string base = "bench --preset tiny --preset-dir " + (dir.path() / "tiny").string() +
+                           " --reference-only --reference-cache " +
+                           (dir.path() / "refs").string() + " --gpu h200 --context 512";
+  const auto ok = run_amk(base + " --tp 2,2,1");
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  EXPECT_NE(ok.out.find("schedule  tensor-parallel, 2 clusters of 2 SMs, attention on 1"),
+            std::string::npos)
+      << ok.out;
+  const auto malformed = run_amk(base + " --tp 2,2");
+  EXPECT_EQ(malformed.exit_code, 2);
+  EXPECT_NE(malformed.err.find("--tp takes CLUSTERS,SIZE,ATTENTION"), std::string::npos)
+      << malformed.err;
+  const std::string config = (dir.path() / "c.json").string();
+  std::ofstream(config) << "{}";
+  const auto both = run_amk(base + " --tp 2,2,1 --config " + config);
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("not with --config"), std::string::npos) << both.err;
+}

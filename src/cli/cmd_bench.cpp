@@ -59,7 +59,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 struct BenchOptions {
-  std::string model_dir, preset, preset_dir, gpu = "auto", config, weights, json_path;
+  std::string model_dir, preset, preset_dir, gpu = "auto", config, weights, json_path, tp;
   std::string results = "results.tsv", tag, peer_script, python = "python3";
   int tokens = 256, warmup = 32, tokens_per_launch = 64, check_steps = 0;
   int64_t start_position = 0;
@@ -255,9 +255,24 @@ int run_bench(const BenchOptions& opt) {
     max_context = std::min(max_context, std::max(model.max_position_embeddings, steps_needed));
 
   Program program;
-  const ScheduleConfig schedule = in->schedule(*target, max_context);
-  std::cout << "schedule  " << (opt.config.empty() ? "derived from the model and the target (no --config)"
-                                                   : opt.config)
+  std::optional<TensorParallelShape> tp;
+  if (!opt.tp.empty() && !(tp = parse_tp_option(opt.tp, !opt.config.empty(), "bench")))
+    return kExitBadInput;
+  ScheduleConfig schedule;
+  try {
+    schedule = tp ? tensor_parallel_schedule_config(model, *target, max_context, tp->clusters,
+                                                    tp->size, tp->attention)
+                  : in->schedule(*target, max_context);
+  } catch (const std::exception& e) {
+    std::cerr << "amk: bench: --tp " << opt.tp << ": " << e.what() << "\n";
+    return kExitBadInput;
+  }
+  std::cout << "schedule  "
+            << (tp ? fmt::format("tensor-parallel, {} clusters of {} SMs, attention on {} "
+                                 "(derived: --tp)",
+                                 tp->clusters, tp->size, tp->attention)
+                   : opt.config.empty() ? std::string("derived from the model and the target (no --config)")
+                                        : opt.config)
             << "\n";
   try {
     program = lower(model, schedule, *target, max_context, *weight_dtype);
@@ -598,6 +613,9 @@ void add_bench_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_option("--config", opt->config,
                   "ScheduleConfig JSON file (default: derived from the model and the target)");
+  cmd->add_option("--tp", opt->tp,
+                  "CLUSTERS,SIZE,ATTENTION: lower the derived config of a tensor-parallel step "
+                  "(tiling.tp, docs/CLUSTER_TP.md) instead of --config or the default");
   cmd->add_option("--weights", opt->weights, "WEIGHT dtype: bf16 (default) or fp32");
   cmd->add_option("--tokens", opt->tokens, "Timed tokens (at least)")->capture_default_str();
   cmd->add_option("--warmup", opt->warmup, "Warm-up tokens, rounded up to whole launches")

@@ -6,9 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cinttypes>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -120,17 +118,10 @@ std::optional<Program> sim_program(const SimCommandOptions& opt, const GpuTarget
     ScheduleConfig schedule =
         opt.config.empty() ? default_schedule_config(model, target, context) : *config;
     if (!opt.tp.empty()) {
-      int64_t clusters = 0, size = 0, attention = 0;
-      char tail = 0;
-      if (!opt.config.empty() ||
-          std::sscanf(opt.tp.c_str(), "%" SCNd64 ",%" SCNd64 ",%" SCNd64 "%c", &clusters, &size,
-                      &attention, &tail) != 3) {
-        std::cerr << "amk: sim: --tp takes CLUSTERS,SIZE,ATTENTION (e.g. 15,8,8) and derives the "
-                     "config itself (not with --config), got '"
-                  << opt.tp << "'\n";
-        return std::nullopt;
-      }
-      schedule = tensor_parallel_schedule_config(model, target, context, clusters, size, attention);
+      const auto tp = parse_tp_option(opt.tp, !opt.config.empty(), "sim");  // prints why not
+      if (!tp) return std::nullopt;
+      schedule = tensor_parallel_schedule_config(model, target, context, tp->clusters, tp->size,
+                                                 tp->attention);
     }
     return lower(model, schedule, target, context, dtype);
   } catch (const std::exception& e) {

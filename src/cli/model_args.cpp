@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cinttypes>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -240,6 +242,21 @@ std::optional<DType> resolve_weight_dtype(const std::string& weights, DType chec
   if (weights == "bf16") return DType::BF16;
   std::cerr << "amk: unknown --weights '" << weights << "' (fp32 or bf16)\n";
   return std::nullopt;
+}
+
+std::optional<TensorParallelShape> parse_tp_option(const std::string& value, bool config_given,
+                                                   const std::string& command) {
+  TensorParallelShape tp;
+  char tail = 0;
+  if (config_given || std::sscanf(value.c_str(), "%" SCNd64 ",%" SCNd64 ",%" SCNd64 "%c",
+                                  &tp.clusters, &tp.size, &tp.attention, &tail) != 3) {
+    std::cerr << "amk: " << command
+              << ": --tp takes CLUSTERS,SIZE,ATTENTION (e.g. 15,8,8) and derives the config "
+                 "itself (not with --config), got '"
+              << value << "'\n";
+    return std::nullopt;
+  }
+  return tp;
 }
 
 std::optional<ModelInputs> open_model_inputs(const std::string& folder,
