@@ -107,4 +107,10 @@ TEST_F(BenchCli, TpDerivesATensorParallelSchedule) {
   const auto both = run_amk(base + " --tp 2,2,1 --config " + config);
   EXPECT_EQ(both.exit_code, 2);
   EXPECT_NE(both.err.find("not with --config"), std::string::npos) << both.err;
+  const auto alone = run_amk(base + " --cluster-launch");
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_NE(alone.err.find("--cluster-launch launches a tensor-parallel step's clusters: it "
+                           "needs --tp"),
+            std::string::npos)
+      << alone.err;
 }

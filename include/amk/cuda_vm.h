@@ -69,6 +69,12 @@ struct CudaVmOptions {
   // consumers read weights from global memory themselves. compute-sanitizer's racecheck does
   // not model the bulk-copy/mbarrier ordering of the ring, so its runs turn it off.
   bool weight_ring = true;
+  // > 1: launch the CTAs in thread-block clusters of this many (docs/CLUSTER_TP.md stage 3; a
+  // tensor-parallel program's tiling.tp.size), so a later version can hand off inside them. The
+  // program must fill whole clusters, and they must all stay resident
+  // (cudaOccupancyMaxActiveClusters), else the VM refuses it by name. Nothing in the kernel
+  // uses the clusters yet. 0 or 1: the plain cooperative launch.
+  int cluster_size = 0;
   // TEST-ONLY: load a program validate() rejects (to trip the watchdog on purpose).
   bool testing_skip_validation = false;
   // TEST-ONLY: refill the activation arena with NaN (0xFF bytes) before every launch, not only

@@ -75,6 +75,7 @@ struct BenchOptions {
   int64_t trace_layer = -1;  // that layer (-1: the middle one)
   bool ring_probe = false;  // also measure the bulk-copy ring alone
   bool no_weight_ring = false;
+  bool cluster_launch = false;
   std::string reference_cache;  // a folder of the plain lowering's reference logits, when set
   // Only fill --reference-cache with the check's reference logits and stop: no GPU needed, so
   // the build machine can compute them for the device runs (the same preset, context and check
@@ -258,6 +259,8 @@ int run_bench(const BenchOptions& opt) {
   std::optional<TensorParallelShape> tp;
   if (!opt.tp.empty() && !(tp = parse_tp_option(opt.tp, !opt.config.empty(), "bench")))
     return kExitBadInput;
+  if (opt.cluster_launch && !tp)
+    return fail_usage("--cluster-launch launches a tensor-parallel step's clusters: it needs --tp");
   ScheduleConfig schedule;
   try {
     schedule = tp ? tensor_parallel_schedule_config(model, *target, max_context, tp->clusters,
@@ -361,6 +364,7 @@ int run_bench(const BenchOptions& opt) {
   report["params"] = parameter_count(model);
   report["weight_dtype"] = std::string(name_of(*weight_dtype));
   report["weight_ring"] = !opt.no_weight_ring;
+  report["cluster_launch"] = opt.cluster_launch;
   report["weight_bytes"] = program.total_weight_bytes();
   report["floor_weight_bytes"] = traffic.weight_bytes;
   report["kv_bytes_at_mean_position"] = traffic.kv_bytes;
@@ -418,6 +422,7 @@ int run_bench(const BenchOptions& opt) {
     g.timed_launches = timed_launches;
     g.start_position = opt.start_position;
     g.vm.weight_ring = !opt.no_weight_ring;
+    if (opt.cluster_launch) g.vm.cluster_size = int(tp->size);
     g.profile_steps = opt.profile || !opt.trace.empty() ? std::min(tpl, 8) : 0;
     // A failing check step is followed by where its error entered: each layer's KV rows against
     // the ReferenceVM's (a human reads the bench; the search's evaluations do not diagnose).
@@ -616,6 +621,9 @@ void add_bench_command(CLI::App& app, Action& action) {
   cmd->add_option("--tp", opt->tp,
                   "CLUSTERS,SIZE,ATTENTION: lower the derived config of a tensor-parallel step "
                   "(tiling.tp, docs/CLUSTER_TP.md) instead of --config or the default");
+  cmd->add_flag("--cluster-launch", opt->cluster_launch,
+                "With --tp: launch the CTAs in thread-block clusters of its size (refused when "
+                "they do not all stay resident); nothing hands off inside them yet");
   cmd->add_option("--weights", opt->weights, "WEIGHT dtype: bf16 (default) or fp32");
   cmd->add_option("--tokens", opt->tokens, "Timed tokens (at least)")->capture_default_str();
   cmd->add_option("--warmup", opt->warmup, "Warm-up tokens, rounded up to whole launches")

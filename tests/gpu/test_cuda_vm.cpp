@@ -587,6 +587,35 @@ TEST(CudaVm, TensorParallelStepMatchesReference) {
   }
 }
 
+// The same tensor-parallel step launched in thread-block clusters of its size (CudaVmOptions
+// cluster_size; docs/CLUSTER_TP.md stage 3, nothing handed off inside them yet): the same
+// answers; a cluster size the program's CTAs do not fill is refused by name.
+TEST(CudaVm, ClusterLaunchMatchesReference) {
+  AMK_REQUIRE_GPU();
+  const Checkpoint ck = Checkpoint::open(fixture_dir("tiny-llama"));
+  const ExpectedOutputs e = load_expected(fixture_dir("tiny-llama") / "expected.safetensors");
+  const Program p = lower_fixture(
+      ck, amk::testing::tp_step_config(amk::testing::TpSplit{2, 2, 2}, /*kv_block=*/8),
+      DType::BF16);
+  CudaVmOptions clustered;
+  clustered.cluster_size = 2;
+  ReferenceDecoder reference(ck, p);
+  CudaDecoder cuda(ck, p, clustered);
+  const DecoderComparison c = compare_teacher_forced(reference, cuda, e.sequence_ids);
+  for (const std::string& f : c.failures) ADD_FAILURE() << f;
+  EXPECT_GT(c.decisive_positions, 0);
+  CudaVmOptions ragged;
+  ragged.cluster_size = 3;  // 4 CTAs
+  try {
+    CudaDecoder refused(ck, p, ragged);
+    ADD_FAILURE() << "clusters of 3 over 4 CTAs were accepted";
+  } catch (const CudaVmError& err) {
+    EXPECT_EQ(err.status(), CudaStatus::Rejected);
+    EXPECT_NE(std::string(err.what()).find("not whole clusters of 3"), std::string::npos)
+        << err.what();
+  }
+}
+
 TEST(CudaVm, Qwen3FreshVmsFirstStepsMatchAWarmVm) {
   AMK_REQUIRE_GPU();
   // A config; ~1.5 s a VM (its 1.2 GB of weights). AMK_FRESH_VMS raises it for a hunt.

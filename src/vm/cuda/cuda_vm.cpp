@@ -377,6 +377,24 @@ void CudaVM::Impl::load() {
                     mp.n_sms, limits.sm_count, blocks_per_sm, cuda::megakernel_cta_threads(mp.layout),
                     cuda::megakernel_smem_bytes(mp.layout)));
 
+  // A cluster launch (docs/CLUSTER_TP.md stage 3): whole clusters, every one resident.
+  if (options.cluster_size > 1) {
+    if (mp.n_sms % options.cluster_size != 0)
+      throw CudaVmError(CudaStatus::Rejected,
+                        fmt::format("the program's {} CTAs are not whole clusters of {}", mp.n_sms,
+                                    options.cluster_size));
+    int clusters = 0;
+    check(cuda::megakernel_resident_clusters(mp.layout, options.cluster_size, &clusters),
+          fmt::format("cudaOccupancyMaxActiveClusters(clusters of {})", options.cluster_size));
+    if (int64_t(clusters) * options.cluster_size < mp.n_sms)
+      throw CudaVmError(
+          CudaStatus::Rejected,
+          fmt::format("the program needs {} resident clusters of {} CTAs; the device keeps {} "
+                      "of {} threads + {} bytes of shared memory a CTA",
+                      mp.n_sms / options.cluster_size, options.cluster_size, clusters,
+                      cuda::megakernel_cta_threads(mp.layout), cuda::megakernel_smem_bytes(mp.layout)));
+  }
+
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags(launch)");
   check(cudaStreamCreateWithFlags(&abort_stream, cudaStreamNonBlocking),
         "cudaStreamCreateWithFlags(abort)");
@@ -510,7 +528,8 @@ CudaRunResult CudaVM::Impl::launch(int64_t position, int n_steps, std::vector<in
   if (options.testing_poison_each_launch && arena != nullptr)
     check(cudaMemsetAsync(arena, 0xFF, size_t(mp.arena_bytes), stream), "cudaMemsetAsync(arena poison)");
 
-  const cudaError_t launch_err = cuda::megakernel_launch(prog, mp.layout, stream);
+  const cudaError_t launch_err =
+      cuda::megakernel_launch(prog, mp.layout, stream, options.cluster_size);
   if (launch_err != cudaSuccess) {
     // A refused launch (bad configuration, too many CTAs) is not sticky; a sticky error is.
     cudaGetLastError();

@@ -292,13 +292,59 @@ cudaError_t megakernel_prepare(const MegakernelLayout& layout, int* blocks_per_s
                                                        size_t(smem));
 }
 
+namespace {
+
+// The launch of `grid` CTAs in clusters of `cluster_size`, cooperative (every CTA resident).
+cudaLaunchConfig_t cluster_config(cudaLaunchAttribute (&attrs)[2], const MegakernelLayout& layout,
+                                  int grid, int cluster_size, cudaStream_t stream) {
+  const MegakernelBuild build = kernel_for(layout);
+  attrs[0] = cudaLaunchAttribute{};
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = unsigned(cluster_size);
+  attrs[0].val.clusterDim.y = attrs[0].val.clusterDim.z = 1;
+  attrs[1] = cudaLaunchAttribute{};
+  attrs[1].id = cudaLaunchAttributeCooperative;
+  attrs[1].val.cooperative = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(grid));
+  cfg.blockDim = dim3(unsigned(build.threads));
+  cfg.dynamicSmemBytes = size_t(megakernel_smem_bytes(layout));
+  cfg.stream = stream;
+  cfg.attrs = attrs;
+  cfg.numAttrs = 2;
+  return cfg;
+}
+
+}  // namespace
+
+cudaError_t megakernel_resident_clusters(const MegakernelLayout& layout, int cluster_size,
+                                         int* clusters) {
+  if (!layout_ok(layout) || cluster_size < 2 || clusters == nullptr) return cudaErrorInvalidValue;
+  const MegakernelBuild build = kernel_for(layout);
+  // Clusters of more than 8 CTAs (the portable size) must be allowed explicitly.
+  if (const cudaError_t e =
+          cudaFuncSetAttribute(build.fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+      e != cudaSuccess)
+    return e;
+  cudaLaunchAttribute attrs[2];
+  cudaLaunchConfig_t cfg = cluster_config(attrs, layout, cluster_size, cluster_size, nullptr);
+  cfg.numAttrs = 1;  // the occupancy query takes the cluster dimension alone
+  return cudaOccupancyMaxActiveClusters(clusters, build.fn, &cfg);
+}
+
 cudaError_t megakernel_launch(const amk_program_t& prog, const MegakernelLayout& layout,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, int cluster_size) {
   if (!layout_ok(layout) || prog.n_sms < 1 || prog.n_steps < 1) return cudaErrorInvalidValue;
   amk_program_t program = prog;
   MegakernelLayout shape = layout;
   void* args[] = {&program, &shape};
   const MegakernelBuild build = kernel_for(layout);
+  if (cluster_size > 1) {
+    if (prog.n_sms % cluster_size != 0) return cudaErrorInvalidValue;
+    cudaLaunchAttribute attrs[2];
+    const cudaLaunchConfig_t cfg = cluster_config(attrs, layout, prog.n_sms, cluster_size, stream);
+    return cudaLaunchKernelExC(&cfg, reinterpret_cast<const void*>(build.fn), args);
+  }
   return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(build.fn),
                                      dim3(unsigned(prog.n_sms)), dim3(unsigned(build.threads)),
                                      args, size_t(megakernel_smem_bytes(layout)), stream);

@@ -28,8 +28,14 @@ int megakernel_cta_threads(const MegakernelLayout& layout);
 // One cooperative launch of `grid` CTAs (grid == prog.n_sms) running prog.n_steps decode steps.
 // `prog` is passed by value as a __grid_constant__ kernel parameter; every pointer in it is
 // device memory.
+// cluster_size > 1: the same launch in thread-block clusters of that many CTAs
+// (cudaLaunchKernelEx, the cooperative attribute beside the cluster dimension).
 cudaError_t megakernel_launch(const amk_program_t& prog, const MegakernelLayout& layout,
-                              cudaStream_t stream);
+                              cudaStream_t stream, int cluster_size = 0);
+// How many clusters of `cluster_size` CTAs of this layout stay resident at once
+// (cudaOccupancyMaxActiveClusters); after megakernel_prepare.
+cudaError_t megakernel_resident_clusters(const MegakernelLayout& layout, int cluster_size,
+                                         int* clusters);
 
 // The streaming-read ceiling: sums `bytes` of `src` with 16-byte loads across the whole GPU,
 // writing one partial per CTA into `sink` (>= 4096 floats) so nothing is optimised away.
