@@ -115,14 +115,14 @@ std::optional<Program> sim_program(const SimCommandOptions& opt, const GpuTarget
     context = std::min(context, model.max_position_embeddings);
   if (!check_positions(model, context, "--max-context")) return std::nullopt;
   try {
-    ScheduleConfig schedule =
-        opt.config.empty() ? default_schedule_config(model, target, context) : *config;
-    if (!opt.tp.empty()) {
-      const auto tp = parse_tp_option(opt.tp, !opt.config.empty(), "sim");  // prints why not
-      if (!tp) return std::nullopt;
-      schedule = tensor_parallel_schedule_config(model, target, context, tp->clusters, tp->size,
-                                                 tp->attention);
-    }
+    std::optional<TensorParallelShape> tp;
+    if (!opt.tp.empty() && !(tp = parse_tp_option(opt.tp, !opt.config.empty(), "sim")))
+      return std::nullopt;  // it printed why
+    const ScheduleConfig schedule =
+        tp ? tensor_parallel_schedule_config(model, target, context, tp->clusters, tp->size,
+                                             tp->attention)
+        : opt.config.empty() ? default_schedule_config(model, target, context)
+                             : *config;
     return lower(model, schedule, target, context, dtype);
   } catch (const std::exception& e) {
     std::cerr << "amk: sim: cannot lower '" << opt.model << "': " << e.what() << "\n";

@@ -39,6 +39,9 @@ struct ModelInputs {
   ScheduleConfig schedule(const GpuTarget& target, int64_t max_context) const;
 };
 // The three loads above in order; the first failure has printed its message.
+std::optional<ModelInputs> open_model_inputs(const std::string& folder,
+                                             const std::string& config_path);
+
 // --tp CLUSTERS,SIZE,ATTENTION (amk sim, amk bench): the derived config of a tensor-parallel
 // step, tensor_parallel_schedule_config (amk/lowering.h). nullopt, after printing why, for a
 // malformed value or one given beside --config (`command` names the caller).
@@ -47,9 +50,6 @@ struct TensorParallelShape {
 };
 std::optional<TensorParallelShape> parse_tp_option(const std::string& value, bool config_given,
                                                    const std::string& command);
-
-std::optional<ModelInputs> open_model_inputs(const std::string& folder,
-                                             const std::string& config_path);
 
 // A context of `positions` tokens (what a command is about to lower for): refused, with a message
 // naming `what` (the options that asked for it) and the limit, when it exceeds the model's

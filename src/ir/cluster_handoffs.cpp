@@ -18,7 +18,8 @@ constexpr int64_t kMaxRanges = int64_t(1) << 16;
 
 using Ranges = std::vector<std::pair<int64_t, int64_t>>;
 
-// `r` of buffer `b` ([..., cols], row-major) as flat element ranges, ascending and merged.
+// `r` of buffer `b` ([..., cols], row-major) as flat element ranges, ascending and disjoint
+// (whole rows as one range; merge() joins touching ones).
 Ranges flat_ranges(const Buffer& b, const WriteRegion& r) {
   const int64_t numel = b.numel();
   if (r.whole || b.shape.empty()) return {{0, numel}};

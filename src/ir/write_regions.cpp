@@ -286,15 +286,12 @@ WriteRegion read_region(const Program& program, const Task& task, int64_t buffer
   const int64_t nb = static_cast<int64_t>(program.buffers.size());
   if (task.op == Op::COMBINE_GEMV_ADD_TILE && buffer >= 0 && buffer < nb)
     return combine_read_region(program, task, buffer);
-  // A ranged shard sum reads the elements it writes, [n_off, n_off + N_tile), of every shard.
+  // A ranged shard sum reads the elements it writes, [n_off, n_off + N_tile), of every shard:
+  // its write region, taken in the shard (but a shard it also writes, read whole).
   if (task.op == Op::ALLREDUCE_SHARD && buffer >= 0 && buffer < nb) {
     if (std::find(task.outputs.begin(), task.outputs.end(), buffer) != task.outputs.end())
       return whole;
-    const auto n_off = offset_param(task.params, "n_off");
-    const auto n_tile = extent_param(task.params, "N_tile");
-    if (!n_off || !n_tile) return whole;
-    return element_range(program.buffers[static_cast<size_t>(buffer)], *n_off,
-                         end_of(*n_off, *n_tile));
+    return write_region(program, task, buffer);
   }
   const bool attention = task.op == Op::ATTENTION_TILE || task.op == Op::ROPE_KV_ATTENTION_TILE;
   if (!attention || buffer < 0 || buffer >= nb) return whole;

@@ -9,6 +9,7 @@
 
 #include "amk/lowering.h"
 #include "amk/model_config.h"
+#include "schedule/tensor_parallel.h"
 #include "vm/cuda/ops/gemv_strips.h"
 #include "vm/cuda/ops/scratch.h"
 
@@ -17,6 +18,37 @@ namespace amk {
 namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Rows (a GLU tile: features) in multiples of 4: a tile's F32 outputs are then a whole number
+// of 16-byte words at a 16-byte offset. Measured on the H100 (bench/RESULTS.md, twenty-third
+// session), the rounding alone: smollm2-135m -3.4 % (q/k/v and o_proj 16 rows instead of 15,
+// down_proj 8 instead of 6). It was chosen for a bulk-store signal (-6.8 % with it, a race,
+// gone since the thirty-eighth session: vm/cuda/sync.cuh publish_completion); the kernel
+// without it was measured with these tiles only.
+constexpr int64_t kOutputGranule = 4;
+int64_t granular(int64_t rows) { return ceil_div(rows, kOutputGranule) * kOutputGranule; }
+
+// The lm_head over `sms` SMs: one tile per SM, as every other level. It used to be capped at
+// ~1 MiB of BF16 rows (several tiles per SM, so the ring pipelines from one into the next), and
+// one tile per SM measured faster on the H100 (bench/RESULTS.md, 2026-11-24, ninth session):
+// llama-3.2-1b -2.3 % (972 rows instead of 256), qwen3-0.6b -1.3 % (1151 instead of 512); a level
+// of ~4 tiles a SM pays ~4 gate passes and epilogues where it needs one. The tile's strip
+// partials (one float per row and 32-vector strip, ops/gemv.cuh) live in the op scratch, which
+// the ring gives up: they stay within kMaxLmPartialBytes (an 8 KiB-row model's 972 rows would
+// take 62 KiB; this keeps its tiles at 512 rows, two a SM).
+int64_t lm_head_rows(const ModelConfig& m, int64_t sms) {
+  constexpr int64_t kMaxLmPartialBytes = 32 * 1024;
+  const int64_t lm_strips = cuda::gemv_strips_per_row(2 * m.hidden_size);
+  const int64_t lm_cap = std::max<int64_t>(1, kMaxLmPartialBytes / (4 * lm_strips));
+  return std::min({granular(std::max<int64_t>(1, ceil_div(m.vocab_size, sms))),
+                   std::max(kOutputGranule, lm_cap / kOutputGranule * kOutputGranule),
+                   std::max<int64_t>(m.vocab_size, 1)});
+}
+
+// One partial argmax per SM of `sms`, slices of a multiple of 4 logits (16-byte loads).
+int64_t argmax_rows(int64_t vocab, int64_t sms) {
+  return ceil_div(std::max<int64_t>(1, ceil_div(vocab, sms)), 4) * 4;
+}
 
 }  // namespace
 
@@ -83,16 +115,6 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
   // 5), qwen2.5-0.5b -4.7 %; 32 KiB gave -4.5 / -2.8 %. llama-3.2-1b's and qwen3-0.6b's tiles
   // already stream >= 32 KiB (unchanged).
   constexpr int64_t kMinTileBytes = 16 * 1024;
-  // Rows (a GLU tile: features) in multiples of 4: a tile's F32 outputs are then a whole number
-  // of 16-byte words at a 16-byte offset. Measured on the H100 (bench/RESULTS.md, twenty-third
-  // session), the rounding alone: smollm2-135m -3.4 % (q/k/v and o_proj 16 rows instead of 15,
-  // down_proj 8 instead of 6). It was chosen for a bulk-store signal (-6.8 % with it, a race,
-  // gone since the thirty-eighth session: vm/cuda/sync.cuh publish_completion); the kernel
-  // without it was measured with these tiles only.
-  constexpr int64_t kOutputGranule = 4;
-  const auto granular = [&](int64_t rows) {
-    return ceil_div(rows, kOutputGranule) * kOutputGranule;
-  };
   // (At most the projection's rows: a wider tile is the same program.)
   const auto tile_rows = [&](int64_t level_rows, int64_t k, int64_t rows, int64_t over) {
     const int64_t min_rows = ceil_div(kMinTileBytes, 2 * std::max<int64_t>(k, 1));
@@ -146,28 +168,12 @@ ScheduleConfig default_schedule_config(const ModelConfig& m, const GpuTarget& ta
       std::min(granular(ceil_div(gate_up_rows, 2)), std::max<int64_t>(m.intermediate_size, 1));
   const int64_t o_proj = tile_rows(m.hidden_size, m.q_dim(), m.hidden_size, sms);
   const int64_t down = tile_rows(m.hidden_size, m.intermediate_size, m.hidden_size, sms);
-  // The lm_head: one tile per SM, as every other level. It used to be capped at ~1 MiB of BF16
-  // rows (several tiles per SM, so the ring pipelines from one into the next), and one tile per
-  // SM measured faster on the H100 (bench/RESULTS.md, 2026-11-24, ninth session): llama-3.2-1b
-  // -2.3 % (972 rows instead of 256), qwen3-0.6b -1.3 % (1151 instead of 512); a level of ~4
-  // tiles a SM pays ~4 gate passes and epilogues where it needs one. The tile's strip partials
-  // (one float per row and 32-vector strip, ops/gemv.cuh) live in the op scratch, which the ring
-  // gives up: they stay within kMaxLmPartialBytes (an 8 KiB-row model's 972 rows would take
-  // 62 KiB; this keeps its tiles at 512 rows, two a SM).
-  constexpr int64_t kMaxLmPartialBytes = 32 * 1024;
-  const int64_t lm_strips = cuda::gemv_strips_per_row(2 * m.hidden_size);
-  const int64_t lm_cap = std::max<int64_t>(1, kMaxLmPartialBytes / (4 * lm_strips));
-  const int64_t lm_head =
-      std::min({granular(per_sm(m.vocab_size, sms)),
-                std::max(kOutputGranule, lm_cap / kOutputGranule * kOutputGranule),
-                std::max<int64_t>(m.vocab_size, 1)});
   c.tiling = {
       {"q_proj", {{"N_tile", q}}},           {"k_proj", {{"N_tile", kv}}},
       {"v_proj", {{"N_tile", kv}}},          {"o_proj", {{"N_tile", o_proj}}},
       {"gate_proj", {{"N_tile", gate_up}}},  {"down_proj", {{"N_tile", down}}},
-      {"lm_head", {{"N_tile", lm_head}}},
-      // One partial argmax per SM, slices of a multiple of 4 logits (16-byte loads).
-      {"sample_argmax", {{"N_tile", ceil_div(per_sm(m.vocab_size, sms), 4) * 4}}},
+      {"lm_head", {{"N_tile", lm_head_rows(m, sms)}}},
+      {"sample_argmax", {{"N_tile", argmax_rows(m.vocab_size, sms)}}},
   };
   if (split_kv) c.tiling.push_back({"attention", {{"kv_block", kv_block}, {"kv_heads", 1}}});
   // [gemv, silu_mul] takes the SiLU out of down_proj's prologue (two vectors of intermediate
@@ -264,33 +270,26 @@ ScheduleConfig tensor_parallel_schedule_config(const ModelConfig& m, const GpuTa
   ScheduleConfig c = default_schedule_config(m, target, max_context);
   const int64_t H = m.hidden_size, F = m.intermediate_size, HD = m.head_dim;
   const int64_t sms = clusters * size;
-  constexpr int64_t kGranule = 4;  // rows in multiples of 4: whole 16-byte F32 outputs
-  const auto granular = [](int64_t rows) { return ceil_div(rows, kGranule) * kGranule; };
   // q/k/v: a cluster holds n_kv / attention KV heads (one group each, kv_heads 1); a width that
   // divides a KV head's rows keeps every tile inside one head group. The widest such width whose
   // tiles take at most one SM of the cluster each, else a head's rows.
   const int64_t kv_heads = m.num_key_value_heads / attention;
   const int64_t q_rows = m.num_attention_heads / m.num_key_value_heads * HD;
   int64_t qkv = HD;
-  while (qkv % 2 == 0 && qkv / 2 >= kGranule &&
+  while (qkv % 2 == 0 && qkv / 2 >= kOutputGranule &&
          kv_heads * (ceil_div(q_rows, qkv) + 2 * ceil_div(HD, qkv)) < size &&
          kv_heads * (ceil_div(q_rows, qkv / 2) + 2 * ceil_div(HD, qkv / 2)) <= size)
     qkv /= 2;
-  // Gate/up: the widest cluster's features (whole 64-feature granules where F has them, as the
-  // lowering splits them) over its SMs.
-  const int64_t feature_granule = F >= 64 * clusters ? 64 : 1;
-  const int64_t widest = ceil_div(F / feature_granule, clusters) * feature_granule +
-                         (feature_granule > 1 ? F % feature_granule : 0);
+  // Gate/up: the widest cluster's features (as the lowering splits them) over its SMs.
+  int64_t widest = 0;
+  for (int64_t p = 0; p < clusters; ++p)
+    widest = std::max(widest, schedule::tp_feature_start(F, clusters, p + 1) -
+                                  schedule::tp_feature_start(F, clusters, p));
   const int64_t gate_up = std::min(granular(ceil_div(widest, size)), std::max<int64_t>(F, 1));
-  // o_proj, down_proj: one slice of the sums (the lowering's slice4).
-  const int64_t slice = granular(ceil_div(H, size));
-  // The lm_head and argmax over the clusters' SMs only, the lm_head's strip partials within the
-  // derived default's 32 KiB of scratch (kMaxLmPartialBytes there).
-  const int64_t lm_cap = std::max<int64_t>(
-      kGranule, 32 * 1024 / (4 * cuda::gemv_strips_per_row(2 * H)) / kGranule * kGranule);
-  const int64_t argmax = std::min(granular(ceil_div(m.vocab_size, sms)),
-                                  std::max<int64_t>(m.vocab_size, 1));
-  const int64_t lm = std::min(argmax, lm_cap);
+  // o_proj, down_proj: one slice of the sums, a counter a tile.
+  const int64_t slice = schedule::tp_slice_width(H, size);
+  // The lm_head and argmax over the clusters' SMs only.
+  const int64_t lm = lm_head_rows(m, sms), argmax = argmax_rows(m.vocab_size, sms);
   for (auto& [archetype, sizes] : c.tiling) {
     if (archetype == "q_proj" || archetype == "k_proj" || archetype == "v_proj")
       sizes = {{"N_tile", qkv}};

@@ -264,20 +264,11 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
   std::vector<int64_t> hs(size_t(P), h);  // cluster p's hidden vector (p < PA after layer 0)
   int64_t zeros = -1;                     // the residual of every cluster's partial but the first
   // The slices of the hidden vector the clusters' sums write, one a CTA: multiples of 4 floats.
-  const int64_t slice = tp ? (H + CS - 1) / CS : H;
-  const int64_t slice4 = (slice + 3) / 4 * 4, n_slices = (H + slice4 - 1) / slice4;
+  const int64_t slice4 = schedule::tp_slice_width(H, CS), n_slices = (H + slice4 - 1) / slice4;
   if (tp) {
     zeros = p.new_buffer("zeros", BufferKind::CONST, A, {1, H}, MemSpace::HBM,
                          std::string(kZerosSource));
   }
-  // Cluster c's MLP features start here (c = P: F): whole granules of 64 features where F has
-  // them, so a down_proj box's rows (its features) stay 128-byte multiples in BF16, which the
-  // CUDA VM's GEMV streams in 16-byte vectors (llama-3.2-1b's 8192 in 7 clusters by F / P put
-  // 1170 features in a box: 2,331 µs a token against 989 in 8 clusters, H200).
-  const int64_t feature_granule = F >= 64 * P ? 64 : 1;
-  const auto feature_start = [&](int64_t c) {
-    return c >= P ? F : c * (F / feature_granule) / P * feature_granule;
-  };
   // The tiles of a cluster's partial of the hidden vector (`out`, [1, H]); returns, per slice of
   // the sums, the wait that makes it readable. Tiles as wide as a slice signal a counter each,
   // so a slice's sum waits for the one tile that wrote it (ALLREDUCE_SHARD's read region).
@@ -686,7 +677,8 @@ Program lower(const ModelConfig& m, const ScheduleConfig& config, const GpuTarge
       for (int64_t c = 0; c < P; ++c) {
         g.place(c);
         const std::string tag = fmt::format("[c{}]", c);
-        const int64_t f0 = feature_start(c), fc = feature_start(c + 1) - f0;
+        const int64_t f0 = schedule::tp_feature_start(F, P, c);
+        const int64_t fc = schedule::tp_feature_start(F, P, c + 1) - f0;
         const int64_t gate = g.weight_box(wp + "mlp.gate_proj.weight", SourceBox{f0, fc, 0, H}, tag);
         const int64_t up = g.weight_box(wp + "mlp.up_proj.weight", SourceBox{f0, fc, 0, H}, tag);
         const int64_t down = g.weight_box(wp + "mlp.down_proj.weight", SourceBox{0, H, f0, fc}, tag);
